@@ -1,0 +1,89 @@
+"""``polar-jobs …`` commands."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+
+from polar_jobs.settings import Settings
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def main(verbose: bool) -> None:
+    """polar-jobs: run coding-agent harnesses and capture every model call token by token."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on [POLAR_PROXY_HOST, 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port to listen on [POLAR_PROXY_PORT, 8080].")
+@click.option("--upstream", default=None, help="vLLM-style engine base URL [POLAR_UPSTREAM_URL].")
+@click.option("--model", default=None, help="Served model name sent upstream [default: the upstream's first].")
+@click.option("--open", "open_capture", is_flag=True, default=None,
+              help="Open capture: each unknown API key opens an ad-hoc session instead of a 401.")
+@click.option("--allow-untokenized", is_flag=True, default=None,
+              help="Accept an upstream without token ids; such captures are marked untrainable.")
+def proxy(host, port, upstream, model, open_capture, allow_untokenized) -> None:
+    """Serve the capture proxy (Anthropic, OpenAI Chat, OpenAI Responses, Gemini in; OpenAI Chat out)."""
+    from polar_jobs.proxy.app import create_proxy_app, serve
+
+    settings = _settings(proxy_host=host, proxy_port=port, upstream_url=upstream, served_model=model,
+                         open_capture=open_capture, allow_untokenized=allow_untokenized)
+    app = create_proxy_app(settings)
+    click.echo(f"polar-jobs proxy on http://{settings.proxy_host}:{settings.proxy_port} → {settings.upstream_url} "
+               f"(database {settings.resolved_database_url()}{', open capture' if settings.open_capture else ''})",
+               err=True)
+    serve(app, settings.proxy_host, settings.proxy_port)
+
+
+@main.command()
+@click.option("--session", "session_id", default=None, help="Only this session's completions.")
+@click.option("--payloads", is_flag=True, help="Include the raw, normalized and upstream payloads.")
+def captures(session_id: str | None, payloads: bool) -> None:
+    """Print captured completions as JSON lines."""
+    from polar_jobs.store import CaptureStore, make_engine
+
+    store = CaptureStore(make_engine(Settings().resolved_database_url()))
+    for sid in [session_id] if session_id else store.session_ids():
+        for completion in store.load_session(sid, with_payloads=payloads):
+            line = completion.summary()
+            if payloads:
+                line["raw_request"] = completion.raw_request.decode("utf-8", "replace") if completion.raw_request else None
+                line["chat_request"] = completion.chat_request
+                line["upstream_response"] = completion.upstream_response
+            click.echo(json.dumps(line, ensure_ascii=False))
+
+
+@main.command("sim-upstream")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--model", default="polar-sim-qwen3", show_default=True, help="Served model name.")
+@click.option("--max-model-len", type=int, default=262144, show_default=True)
+def sim_upstream(host: str, port: int, model: str, max_model_len: int) -> None:
+    """Serve the simulated vLLM-compatible upstream (real Qwen3.5 tokenizer, scripted policies)."""
+    from polar_jobs.sim import run_sim
+
+    click.echo(f"polar-jobs sim upstream on http://{host}:{port} serving {model}", err=True)
+    run_sim(host, port, model, max_model_len)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the demo's database instead of a temporary one.")
+def demo(keep: bool) -> None:
+    """Run the demo: sim upstream + proxy; one agent loop through each provider API; show what was captured."""
+    from polar_jobs.demo import run_demo
+
+    sys.exit(run_demo(keep=keep))
+
+
+def _settings(**overrides) -> Settings:
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+
+
+if __name__ == "__main__":
+    main()

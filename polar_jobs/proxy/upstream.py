@@ -1,0 +1,102 @@
+"""The upstream engine client: one vLLM-style server spoken to over OpenAI Chat, never streaming.
+
+Every failure becomes a ``ProxyError``: 4xx pass through with the engine's message, and 5xx,
+refused connections and timeouts become the retryable overloaded error.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from polar_jobs.proxy.errors import ProxyError, overloaded
+
+_CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    max_model_len: int | None
+
+
+class UpstreamClient:
+    """Thread-safe client with a pooled session; the model list is read once and cached."""
+
+    def __init__(self, base_url: str, *, served_model: str | None = None, connect_timeout: float = 5.0,
+                 read_timeout: float = 600.0, pool_size: int = 64):
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self._served_model = served_model
+        self._timeout = (connect_timeout, read_timeout)
+        self._http = requests.Session()
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
+        self._http.mount("http://", adapter)
+        self._http.mount("https://", adapter)
+        self._info: ModelInfo | None = None
+        self._lock = threading.Lock()
+
+    def model_info(self) -> ModelInfo:
+        if self._info is None:
+            with self._lock:
+                if self._info is None:
+                    self._info = self._fetch_model_info()
+        return self._info
+
+    def _fetch_model_info(self) -> ModelInfo:
+        models = self._request("GET", "/v1/models").get("data") or []
+        if self._served_model:
+            entry = next((m for m in models if m.get("id") == self._served_model), {"id": self._served_model})
+        elif models:
+            entry = models[0]
+        else:
+            raise overloaded("the upstream serves no model yet")
+        limit = entry.get("max_model_len")
+        return ModelInfo(name=entry["id"], max_model_len=int(limit) if isinstance(limit, int) else None)
+
+    def chat(self, body: bytes) -> dict[str, Any]:
+        """POST an already-serialized chat request; the parsed JSON response."""
+        return self._request("POST", "/v1/chat/completions", data=body)
+
+    def count_prompt_tokens(self, chat: dict[str, Any]) -> int:
+        """The exact prompt length, from the engine's own ``/tokenize`` (chat form)."""
+        body = {"model": chat["model"], "messages": chat["messages"], "add_generation_prompt": True}
+        for key in ("tools", "chat_template_kwargs"):
+            if chat.get(key):
+                body[key] = chat[key]
+        result = self._request("POST", "/tokenize", data=json.dumps(body, ensure_ascii=False).encode())
+        return int(result["count"])
+
+    def _request(self, method: str, path: str, data: bytes | None = None) -> dict[str, Any]:
+        try:
+            response = self._http.request(method, self.base_url + path, data=data, timeout=self._timeout,
+                                          headers={"Content-Type": "application/json"} if data else None)
+        except requests.Timeout:
+            raise overloaded(f"the upstream did not answer {path} within {self._timeout[1]:.0f} s") from None
+        except requests.ConnectionError as exc:
+            raise overloaded(f"the upstream at {self.base_url} is unreachable ({type(exc).__name__})") from None
+        if response.status_code >= 500:
+            raise overloaded(f"the upstream failed with HTTP {response.status_code}: {_message(response)}")
+        if response.status_code >= 400:
+            message = _message(response)
+            code = "context_length_exceeded" if any(m in message.lower() for m in _CONTEXT_MARKERS) else None
+            raise ProxyError(response.status_code, message, code=code)
+        try:
+            return response.json()
+        except ValueError:
+            raise ProxyError(502, f"the upstream answered {path} with a body that is not JSON") from None
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

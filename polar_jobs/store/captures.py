@@ -1,0 +1,316 @@
+"""Capture storage: writes one completion (and its blobs) in one transaction, reads sessions back.
+
+Concurrency: one ``CaptureStore`` per process; a lock serializes the choice of delta bases and the
+insert. Base choice is only an optimization (any committed row of the session is a valid base), so
+several proxy processes writing the same database stay correct; the caches are per process and
+rebuilt from the database on a miss.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session as DbSession
+from sqlmodel import col, select
+
+from polar_jobs.store import delta
+from polar_jobs.store.models import Blob, Completion
+
+BLOB_KINDS = ("raw_request", "chat_request", "upstream_response")
+_TIPS_PER_SESSION = 4
+_SESSIONS_CACHED = 128
+
+
+@dataclass
+class CaptureInput:
+    """Everything the proxy knows about one call, written as one row."""
+
+    session_id: str
+    provider: str
+    path: str
+    raw_request: bytes
+    chat_request: dict[str, Any] | None = None
+    upstream_response: dict[str, Any] | None = None
+    stream: bool = False
+    requested_model: str | None = None
+    served_model: str | None = None
+    status: str = "ok"
+    http_status: int = 200
+    error: str | None = None
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    stop_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    trainable: bool = True
+    received_at: float = 0.0
+    upstream_started_at: float | None = None
+    upstream_finished_at: float | None = None
+    responded_at: float | None = None
+
+
+@dataclass
+class CapturedCompletion:
+    """A stored completion with its token arrays and payloads reconstructed."""
+
+    id: int
+    session_id: str
+    provider: str
+    path: str
+    stream: bool
+    requested_model: str | None
+    served_model: str | None
+    status: str
+    http_status: int
+    error: str | None
+    finish_reason: str | None
+    stop_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    trainable: bool
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float] | None
+    received_at: float
+    upstream_started_at: float | None
+    upstream_finished_at: float | None
+    responded_at: float | None
+    raw_request: bytes | None = None
+    chat_request: dict[str, Any] | None = None
+    upstream_response: dict[str, Any] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON-lines view printed by ``polar-jobs captures``."""
+        return {
+            "id": self.id,
+            "session": self.session_id,
+            "provider": self.provider,
+            "status": self.status,
+            "http_status": self.http_status,
+            "error": self.error,
+            "finish_reason": self.finish_reason,
+            "prompt_token_ids": self.prompt_ids,
+            "token_ids": self.response_ids,
+            "logprobs": self.logprobs,
+            "trainable": self.trainable,
+            "received_at": self.received_at,
+        }
+
+
+class CaptureStore:
+    """Writes and reads captured completions with delta-encoded prompts and payloads."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._tips: OrderedDict[str, list[tuple[int, bytes]]] = OrderedDict()
+        self._last_blob: OrderedDict[tuple[str, str], tuple[int, bytes]] = OrderedDict()
+
+    # -- writing -------------------------------------------------------------------------------
+    def record(self, capture: CaptureInput) -> int:
+        """Insert one completion and its blobs atomically; returns the completion id."""
+        packed_prompt = delta.pack_ids(capture.prompt_ids)
+        payloads = {
+            "raw_request": capture.raw_request,
+            "chat_request": _dump(capture.chat_request),
+            "upstream_response": _dump(_without_prompt_ids(capture.upstream_response)),
+        }
+        with self._lock:
+            base_id, prefix_len = self._best_prompt_base(capture.session_id, packed_prompt)
+            with DbSession(self.engine, expire_on_commit=False) as db:
+                blob_rows: dict[str, Blob] = {}
+                for kind, data in payloads.items():
+                    if data is None:
+                        continue
+                    blob_rows[kind] = self._delta_blob(capture.session_id, kind, data)
+                    db.add(blob_rows[kind])
+                db.flush()
+                row = Completion(
+                    session_id=capture.session_id,
+                    provider=capture.provider,
+                    path=capture.path,
+                    stream=capture.stream,
+                    requested_model=capture.requested_model,
+                    served_model=capture.served_model,
+                    status=capture.status,
+                    http_status=capture.http_status,
+                    error=capture.error,
+                    finish_reason=capture.finish_reason,
+                    stop_reason=capture.stop_reason,
+                    prompt_tokens=capture.prompt_tokens,
+                    completion_tokens=capture.completion_tokens,
+                    prompt_base_id=base_id,
+                    prompt_prefix_len=prefix_len,
+                    prompt_tail=packed_prompt[prefix_len * 4 :],
+                    response_ids=delta.pack_ids(capture.response_ids),
+                    logprobs=None if capture.logprobs is None else delta.pack_floats(capture.logprobs),
+                    trainable=capture.trainable,
+                    raw_request_blob_id=_id_of(blob_rows.get("raw_request")),
+                    chat_request_blob_id=_id_of(blob_rows.get("chat_request")),
+                    upstream_response_blob_id=_id_of(blob_rows.get("upstream_response")),
+                    received_at=capture.received_at,
+                    upstream_started_at=capture.upstream_started_at,
+                    upstream_finished_at=capture.upstream_finished_at,
+                    responded_at=capture.responded_at,
+                )
+                db.add(row)
+                db.commit()
+                completion_id = row.id
+            if packed_prompt:
+                self._remember_tip(capture.session_id, completion_id, packed_prompt)
+            for kind, data in payloads.items():
+                if data is not None:
+                    self._remember_blob(capture.session_id, kind, blob_rows[kind].id, data)
+        return completion_id
+
+    def _best_prompt_base(self, session_id: str, packed_prompt: bytes) -> tuple[int | None, int]:
+        if not packed_prompt:
+            return None, 0
+        best_id, best_len = None, 0
+        for completion_id, tip in self._session_tips(session_id):
+            shared = delta.common_token_prefix(tip, packed_prompt)
+            if shared > best_len:
+                best_id, best_len = completion_id, shared
+        return best_id, best_len
+
+    def _delta_blob(self, session_id: str, kind: str, data: bytes) -> Blob:
+        last = self._latest_blob(session_id, kind)
+        if last is None:
+            return Blob(session_id=session_id, kind=kind, middle=delta.compress(data), length=len(data))
+        base_id, base = last
+        change = delta.diff_bytes(base, data)
+        return Blob(session_id=session_id, kind=kind, base_id=base_id, prefix_len=change.prefix,
+                    suffix_len=change.suffix, middle=delta.compress(change.middle), length=len(data))
+
+    # -- caches (rebuilt from the database on a miss) ------------------------------------------
+    def _session_tips(self, session_id: str) -> list[tuple[int, bytes]]:
+        tips = self._tips.get(session_id)
+        if tips is None:
+            prompts = self._load_prompts(session_id)
+            tips = [(cid, delta.pack_ids(ids)) for cid, ids in list(prompts.items())[-_TIPS_PER_SESSION:] if ids]
+            self._tips[session_id] = tips
+            self._evict(self._tips)
+        self._tips.move_to_end(session_id)
+        return tips
+
+    def _remember_tip(self, session_id: str, completion_id: int, packed_prompt: bytes) -> None:
+        tips = self._tips.setdefault(session_id, [])
+        tips.append((completion_id, packed_prompt))
+        del tips[:-_TIPS_PER_SESSION]
+        self._evict(self._tips)
+
+    def _latest_blob(self, session_id: str, kind: str) -> tuple[int, bytes] | None:
+        key = (session_id, kind)
+        if key not in self._last_blob:
+            blobs = self._load_blobs(session_id, kind)
+            if not blobs:
+                return None
+            last_id = max(blobs)
+            self._last_blob[key] = (last_id, blobs[last_id])
+            self._evict(self._last_blob, _SESSIONS_CACHED * len(BLOB_KINDS))
+        return self._last_blob[key]
+
+    def _remember_blob(self, session_id: str, kind: str, blob_id: int, data: bytes) -> None:
+        self._last_blob[(session_id, kind)] = (blob_id, data)
+        self._last_blob.move_to_end((session_id, kind))
+        self._evict(self._last_blob, _SESSIONS_CACHED * len(BLOB_KINDS))
+
+    @staticmethod
+    def _evict(cache: OrderedDict, limit: int = _SESSIONS_CACHED) -> None:
+        while len(cache) > limit:
+            cache.popitem(last=False)
+
+    # -- reading -------------------------------------------------------------------------------
+    def _load_prompts(self, session_id: str) -> dict[int, list[int]]:
+        with DbSession(self.engine) as db:
+            rows = db.exec(
+                select(Completion.id, Completion.prompt_base_id, Completion.prompt_prefix_len, Completion.prompt_tail)
+                .where(Completion.session_id == session_id).order_by(col(Completion.id))
+            ).all()
+        packed: dict[int, bytes] = {}
+        for cid, base_id, prefix_len, tail in rows:
+            base = packed[base_id][: prefix_len * 4] if base_id is not None else b""
+            packed[cid] = base + tail
+        return {cid: delta.unpack_ids(data) for cid, data in packed.items()}
+
+    def _load_blobs(self, session_id: str, kind: str) -> dict[int, bytes]:
+        with DbSession(self.engine) as db:
+            rows = db.exec(
+                select(Blob).where(Blob.session_id == session_id, Blob.kind == kind).order_by(col(Blob.id))
+            ).all()
+        out: dict[int, bytes] = {}
+        for blob in rows:
+            middle = delta.decompress(blob.middle)
+            if blob.base_id is None:
+                out[blob.id] = middle
+            else:
+                out[blob.id] = delta.apply_bytes(out[blob.base_id], delta.ByteDelta(blob.prefix_len, blob.suffix_len, middle))
+        return out
+
+    def load_session(self, session_id: str, with_payloads: bool = True) -> list[CapturedCompletion]:
+        """All completions of a session in call order, tokens (and payloads) reconstructed."""
+        prompts = self._load_prompts(session_id)
+        blobs = {kind: self._load_blobs(session_id, kind) for kind in BLOB_KINDS} if with_payloads else {}
+        with DbSession(self.engine) as db:
+            rows = db.exec(
+                select(Completion).where(Completion.session_id == session_id).order_by(col(Completion.id))
+            ).all()
+        return [_reconstruct(row, prompts[row.id], blobs) for row in rows]
+
+    def session_ids(self) -> list[str]:
+        with DbSession(self.engine) as db:
+            return list(db.exec(select(Completion.session_id).distinct().order_by(Completion.session_id)).all())
+
+    def count(self) -> int:
+        with DbSession(self.engine) as db:
+            return len(db.exec(select(Completion.id)).all())
+
+
+def _reconstruct(row: Completion, prompt_ids: list[int], blobs: dict[str, dict[int, bytes]]) -> CapturedCompletion:
+    def payload(kind: str, blob_id: int | None) -> bytes | None:
+        if blob_id is None or kind not in blobs:
+            return None
+        return blobs[kind][blob_id]
+
+    upstream = _load(payload("upstream_response", row.upstream_response_blob_id))
+    if upstream is not None and prompt_ids:
+        upstream["prompt_token_ids"] = prompt_ids
+    return CapturedCompletion(
+        id=row.id, session_id=row.session_id, provider=row.provider, path=row.path, stream=row.stream,
+        requested_model=row.requested_model, served_model=row.served_model, status=row.status,
+        http_status=row.http_status, error=row.error, finish_reason=row.finish_reason,
+        stop_reason=row.stop_reason, prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens,
+        trainable=row.trainable, prompt_ids=prompt_ids, response_ids=delta.unpack_ids(row.response_ids),
+        logprobs=None if row.logprobs is None else delta.unpack_floats(row.logprobs),
+        received_at=row.received_at, upstream_started_at=row.upstream_started_at,
+        upstream_finished_at=row.upstream_finished_at, responded_at=row.responded_at,
+        raw_request=payload("raw_request", row.raw_request_blob_id),
+        chat_request=_load(payload("chat_request", row.chat_request_blob_id)),
+        upstream_response=upstream,
+    )
+
+
+def _id_of(blob: Blob | None) -> int | None:
+    return None if blob is None else blob.id
+
+
+def _dump(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _load(data: bytes | None) -> dict[str, Any] | None:
+    return None if data is None else json.loads(data)
+
+
+def _without_prompt_ids(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The prompt ids are stored once, delta-encoded; the response blob leaves them out."""
+    if response is None or "prompt_token_ids" not in response:
+        return response
+    return {k: v for k, v in response.items() if k != "prompt_token_ids"}
