@@ -1,7 +1,8 @@
 """Reasoning round trips: signatures the proxy issues and can decode on the next request (pure).
 
 Anthropic ``signature``, Gemini ``thoughtSignature`` and Responses ``encrypted_content`` all carry
-``polar:`` + urlsafe-base64(zlib(text)), so an echoed signature alone restores the reasoning text.
+standard base64 of a magic prefix + zlib(text): valid base64 (Gemini's SDK decodes it as bytes),
+and an echoed signature alone restores the reasoning text.
 """
 
 from __future__ import annotations
@@ -10,18 +11,21 @@ import base64
 import binascii
 import zlib
 
-PREFIX = "polar:"
+MAGIC = b"PJR1"
 
 
 def encode(text: str) -> str:
-    return PREFIX + base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8"))).decode("ascii")
+    return base64.b64encode(MAGIC + zlib.compress(text.encode("utf-8"))).decode("ascii")
 
 
 def decode(signature: object) -> str | None:
     """The reasoning text inside a signature this proxy issued; None for anything else."""
-    if not isinstance(signature, str) or not signature.startswith(PREFIX):
+    if not isinstance(signature, str) or not signature:
         return None
     try:
-        return zlib.decompress(base64.urlsafe_b64decode(signature[len(PREFIX):].encode("ascii"))).decode("utf-8")
-    except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError):
+        raw = base64.b64decode(signature.encode("ascii"), validate=True)
+        if not raw.startswith(MAGIC):
+            return None
+        return zlib.decompress(raw[len(MAGIC):]).decode("utf-8")
+    except (binascii.Error, zlib.error, UnicodeError, ValueError):
         return None

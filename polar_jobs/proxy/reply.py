@@ -56,16 +56,20 @@ def parse_upstream(response: Any) -> Reply:
         usage = response.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         response_ids = list(choice.get("token_ids") or [])
+        tool_calls = [
+            ToolCall(id=str(call.get("id") or f"call_{index}"), name=call["function"]["name"],
+                     arguments=_arguments_text(call["function"].get("arguments")))
+            for index, call in enumerate(message.get("tool_calls") or [])
+        ]
+        content = message.get("content")
+        if tool_calls and isinstance(content, str) and not content.strip():
+            content = None  # the glue between </think> and <tool_call> is not a reply to show
         return Reply(
             id=str(response.get("id") or "chatcmpl-polar"),
             created=int(response.get("created") or 0),
-            content=message.get("content"),
+            content=content,
             reasoning=message.get("reasoning_content") or message.get("reasoning") or None,
-            tool_calls=[
-                ToolCall(id=str(call.get("id") or f"call_{index}"), name=call["function"]["name"],
-                         arguments=_arguments_text(call["function"].get("arguments")))
-                for index, call in enumerate(message.get("tool_calls") or [])
-            ],
+            tool_calls=tool_calls,
             finish_reason=choice.get("finish_reason") or "stop",
             stop_reason=choice.get("stop_reason"),
             prompt_tokens=int(usage.get("prompt_tokens") or len(response.get("prompt_token_ids") or [])),

@@ -20,7 +20,7 @@ from .policies import PolicyError
 from .rules import RuleBook
 from .wire import WireOptions, completion_body, error_body, new_id, sse, stream_chunks
 
-DEFAULT_MODEL = "qwen3.5-sim"
+DEFAULT_MODEL = "polar-sim-qwen3"
 DEFAULT_MAX_MODEL_LEN = 262144
 REQUEST_LOG_SIZE = 100
 VERSION = "0.0.0+polar-sim"
