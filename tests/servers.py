@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-
 import requests
-from werkzeug.serving import make_server
+
+from polar_jobs.serving import BackgroundServer
 
 
-@dataclass
-class ServerThread:
-    """A werkzeug threaded server for a WSGI app, on 127.0.0.1 and a port the OS picks."""
-
-    app: object
-    server: object = field(init=False)
-    thread: threading.Thread = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=5)
+ServerThread = BackgroundServer
 
 
 class SimControl:

@@ -153,9 +153,10 @@ def function_tool(name: Any, description: Any, parameters: Any, where: str) -> d
     if parameters is None:
         parameters = {"type": "object", "properties": {}}
     check(parameters, dict, f"{where}.parameters")
-    function: dict[str, Any] = {"name": name, "parameters": parameters}
+    function: dict[str, Any] = {"name": name}
     if isinstance(description, str):
         function["description"] = description
+    function["parameters"] = parameters
     return {"type": "function", "function": function}
 
 

@@ -27,6 +27,8 @@ def _get(body: dict[str, Any], camel: str, snake: str, kind: type | tuple[type, 
 # -- request ------------------------------------------------------------------------------------
 def to_chat(body: dict[str, Any], *, default_max_tokens: int, path_model: str | None = None,
             path_stream: bool = False) -> Normalized:
+    if isinstance(body.get("generateContentRequest"), dict):  # countTokens' wrapped form
+        body = body["generateContentRequest"]
     contents = need(body, "contents", list)
     if not contents:
         raise bad_request("contents: at least one content is required", param="contents")

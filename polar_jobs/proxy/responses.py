@@ -290,7 +290,7 @@ def response_object(reply: Reply, normalized: Normalized, output: list[dict[str,
         "metadata": request.get("metadata") or {},
         "usage": {
             "input_tokens": reply.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": reply.cached_tokens},
+            "input_tokens_details": {"cached_tokens": reply.cached_tokens, "cache_write_tokens": 0},
             "output_tokens": reply.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,

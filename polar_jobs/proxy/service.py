@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping
 
 from polar_jobs.proxy.common import Normalized, finalize
 from polar_jobs.proxy.context_window import clamp_max_tokens
-from polar_jobs.proxy.detection import detect
+from polar_jobs.proxy.detection import COUNT_TOKENS, UNSUPPORTED, detect
 from polar_jobs.proxy.errors import ProxyError, bad_request
 from polar_jobs.proxy.providers import PROVIDERS
 from polar_jobs.proxy.reply import Reply, parse_upstream
@@ -71,13 +71,21 @@ class ProxyService:
             body = _parse_json(raw)
             detected = detect(path, headers, body)
             call.provider = detected.provider
+            if detected.operation == UNSUPPORTED:
+                raise ProxyError(404, f"{path.split('?')[0]} is not served by this proxy (it serves Anthropic "
+                                      "Messages, OpenAI Chat Completions and Responses, and Gemini generateContent)")
             call.normalized = self._normalize(detected, body)
+            if detected.operation == COUNT_TOKENS:
+                return self._count_tokens(call)
+            if call.session_id is None:  # open capture: an ad-hoc session only for a call that will be served
+                call.session_id = self._admit(self.sessions.open_adhoc(api_key(headers, query or {})))
         except ProxyError as error:
             return self._error(call.provider, error)
         return self._serve(call)
 
     # -- before anything is written ------------------------------------------------------------
-    def _authorize(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+    def _authorize(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+        """The caller's session id; None for a new key in open capture mode (opened once the call is valid)."""
         key = api_key(headers, query)
         if not key:
             raise ProxyError(401, "missing API key: send the session key as x-api-key, "
@@ -86,7 +94,11 @@ class ProxyService:
         if session is None:
             if not self.options.open_capture:
                 raise ProxyError(401, "invalid API key: no session has this key")
-            session = self.sessions.open_adhoc(key)
+            return None
+        return self._admit(session)
+
+    @staticmethod
+    def _admit(session) -> str:
         if session.status not in ACCEPTS_MODEL_CALLS:
             raise ProxyError(403, f"session {session.id} is {session.status} and accepts no more model calls")
         return session.id
@@ -101,6 +113,14 @@ class ProxyService:
         except Exception as exc:  # a shape no check anticipated: still the caller's input, still a 400
             log.warning("unexpected %s request shape: %r", detected.provider, exc)
             raise bad_request(f"malformed request: {type(exc).__name__}: {exc}") from exc
+
+    def _count_tokens(self, call: _Call) -> ProxyOutcome:
+        """Anthropic ``count_tokens`` / Gemini ``countTokens``: the engine's exact count; nothing recorded."""
+        info = self.upstream.model_info()
+        force = any(tag in info.name.lower() for tag in self.options.force_disable_thinking_for)
+        count = self.upstream.count_prompt_tokens(finalize(call.normalized, info.name, force))
+        body = {"totalTokens": count} if call.provider == "gemini" else {"input_tokens": count}
+        return ProxyOutcome(200, call.provider, body=body)
 
     # -- from here on every call is recorded ---------------------------------------------------
     def _serve(self, call: _Call) -> ProxyOutcome:
@@ -176,12 +196,19 @@ def _parse_json(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise bad_request("the request body is empty; a JSON object is required")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise bad_request("the request body is not valid JSON: it is nested too deeply") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
     return body
+
+
+def _reject_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are Python's extensions, not JSON (RFC 8259)."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _dumps(chat: dict[str, Any]) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DbSession
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from polar_jobs.store import delta
 from polar_jobs.store.models import Blob, Completion
@@ -267,6 +267,17 @@ class CaptureStore:
     def session_ids(self) -> list[str]:
         with DbSession(self.engine) as db:
             return list(db.exec(select(Completion.session_id).distinct().order_by(Completion.session_id)).all())
+
+    def stored_bytes(self, session_id: str) -> dict[str, int]:
+        """Bytes a session occupies: token data (prompt deltas, sampled ids, logprobs) and payload blobs."""
+        with DbSession(self.engine) as db:
+            tokens = db.exec(select(
+                func.coalesce(func.sum(func.length(Completion.prompt_tail) + func.length(Completion.response_ids)
+                                       + func.coalesce(func.length(Completion.logprobs), 0)), 0)
+            ).where(Completion.session_id == session_id)).one()
+            payloads = db.exec(select(func.coalesce(func.sum(func.length(Blob.middle)), 0))
+                               .where(Blob.session_id == session_id)).one()
+        return {"tokens": int(tokens), "payloads": int(payloads), "total": int(tokens) + int(payloads)}
 
     def count(self) -> int:
         with DbSession(self.engine) as db:

@@ -110,3 +110,15 @@ def test_stop_sequence_and_max_tokens(proxy, sim, client, marker):
     assert "gamma" not in stopped.content[0].text
     cut = claude.messages.create(model="c", max_tokens=3, messages=[{"role": "user", "content": f"long {marker}"}])
     assert cut.stop_reason == "max_tokens" and cut.usage.output_tokens == 3
+
+
+def test_count_tokens_is_the_engines_count_and_records_nothing(proxy, sim, client, marker):
+    session_id, claude = client
+    request = dict(model="claude-test", system="Be brief.", tools=[BASH_TOOL],
+                   messages=[{"role": "user", "content": f"count me, please {marker}"}])
+    counted = claude.messages.count_tokens(**request)
+    assert proxy.captures(session_id) == []
+    served = claude.messages.create(max_tokens=50, **request)
+    assert counted.input_tokens == served.usage.input_tokens
+    (captured,) = proxy.captures(session_id)
+    assert counted.input_tokens == len(captured.prompt_ids) == len(sim.tokenize_chat(captured.chat_request))

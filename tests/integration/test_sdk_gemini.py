@@ -64,3 +64,12 @@ def test_parallel_function_calls_round_trip(proxy, sim, client, marker, stream):
     tool_messages = [m for m in captured[1].chat_request["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == [calls[0].id, calls[1].id]
     assert captured[1].chat_request["temperature"] == 1.0
+
+
+def test_count_tokens(proxy, sim, client):
+    session_id, gemini = client
+    counted = gemini.models.count_tokens(model="gemini-2.5-pro", contents="how many tokens is this?")
+    expected = sim.tokenize_chat({"model": "polar-sim-qwen3",
+                                  "messages": [{"role": "user", "content": "how many tokens is this?"}]})
+    assert counted.total_tokens == len(expected)
+    assert proxy.captures(session_id) == []
