@@ -162,9 +162,14 @@ def function_tool(name: Any, description: Any, parameters: Any, where: str) -> d
 
 def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     """A Chat assistant tool call; object arguments are serialized compactly as the engine expects."""
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {},
-                                                                  ensure_ascii=False)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_text(arguments)}}
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool-call arguments as JSON text: strings kept verbatim, objects serialized, None as ``{}``."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
 
 
 def image_part(url: str) -> dict[str, Any]:

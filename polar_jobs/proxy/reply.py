@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from polar_jobs.proxy.common import arguments_text
 from polar_jobs.proxy.errors import ProxyError
 
 
@@ -58,7 +59,7 @@ def parse_upstream(response: Any) -> Reply:
         response_ids = list(choice.get("token_ids") or [])
         tool_calls = [
             ToolCall(id=str(call.get("id") or f"call_{index}"), name=call["function"]["name"],
-                     arguments=_arguments_text(call["function"].get("arguments")))
+                     arguments=arguments_text(call["function"].get("arguments")))
             for index, call in enumerate(message.get("tool_calls") or [])
         ]
         content = message.get("content")
@@ -97,10 +98,3 @@ def aligned_logprobs(logprobs: Any, token_ids: list[int]) -> list[float] | None:
         values.append(float(value))
     return values
 
-
-def _arguments_text(arguments: Any) -> str:
-    if arguments is None:
-        return "{}"
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False)

@@ -22,6 +22,10 @@ from polar_jobs.store import delta
 from polar_jobs.store.models import Blob, Completion
 
 BLOB_KINDS = ("raw_request", "chat_request", "upstream_response")
+_COPIED_FIELDS = ("session_id", "provider", "path", "stream", "requested_model", "served_model", "status",
+                  "http_status", "error", "finish_reason", "stop_reason", "prompt_tokens", "completion_tokens",
+                  "trainable", "received_at", "upstream_started_at", "upstream_finished_at", "responded_at")
+"""Columns stored and read back as they are (token data and payloads are encoded separately)."""
 _TIPS_PER_SESSION = 4
 _SESSIONS_CACHED = 128
 
@@ -133,32 +137,15 @@ class CaptureStore:
                     db.add(blob_rows[kind])
                 db.flush()
                 row = Completion(
-                    session_id=capture.session_id,
-                    provider=capture.provider,
-                    path=capture.path,
-                    stream=capture.stream,
-                    requested_model=capture.requested_model,
-                    served_model=capture.served_model,
-                    status=capture.status,
-                    http_status=capture.http_status,
-                    error=capture.error,
-                    finish_reason=capture.finish_reason,
-                    stop_reason=capture.stop_reason,
-                    prompt_tokens=capture.prompt_tokens,
-                    completion_tokens=capture.completion_tokens,
+                    **{name: getattr(capture, name) for name in _COPIED_FIELDS},
                     prompt_base_id=base_id,
                     prompt_prefix_len=prefix_len,
                     prompt_tail=packed_prompt[prefix_len * 4 :],
                     response_ids=delta.pack_ids(capture.response_ids),
                     logprobs=None if capture.logprobs is None else delta.pack_floats(capture.logprobs),
-                    trainable=capture.trainable,
                     raw_request_blob_id=_id_of(blob_rows.get("raw_request")),
                     chat_request_blob_id=_id_of(blob_rows.get("chat_request")),
                     upstream_response_blob_id=_id_of(blob_rows.get("upstream_response")),
-                    received_at=capture.received_at,
-                    upstream_started_at=capture.upstream_started_at,
-                    upstream_finished_at=capture.upstream_finished_at,
-                    responded_at=capture.responded_at,
                 )
                 db.add(row)
                 db.commit()
@@ -294,19 +281,13 @@ def _reconstruct(row: Completion, prompt_ids: list[int], blobs: dict[str, dict[i
     if upstream is not None and prompt_ids:
         upstream["prompt_token_ids"] = prompt_ids
     return CapturedCompletion(
-        id=row.id, session_id=row.session_id, provider=row.provider, path=row.path, stream=row.stream,
-        requested_model=row.requested_model, served_model=row.served_model, status=row.status,
-        http_status=row.http_status, error=row.error, finish_reason=row.finish_reason,
-        stop_reason=row.stop_reason, prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens,
-        trainable=row.trainable, prompt_ids=prompt_ids, response_ids=delta.unpack_ids(row.response_ids),
+        id=row.id, **{name: getattr(row, name) for name in _COPIED_FIELDS},
+        prompt_ids=prompt_ids, response_ids=delta.unpack_ids(row.response_ids),
         logprobs=None if row.logprobs is None else delta.unpack_floats(row.logprobs),
-        received_at=row.received_at, upstream_started_at=row.upstream_started_at,
-        upstream_finished_at=row.upstream_finished_at, responded_at=row.responded_at,
         raw_request=payload("raw_request", row.raw_request_blob_id),
         chat_request=_load(payload("chat_request", row.chat_request_blob_id)),
         upstream_response=upstream,
     )
-
 
 def _id_of(blob: Blob | None) -> int | None:
     return None if blob is None else blob.id
