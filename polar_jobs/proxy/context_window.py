@@ -31,8 +31,8 @@ def clamp_max_tokens(chat: dict[str, Any], serialized_len: int, max_model_len: i
     prompt_tokens = count_tokens(chat)
     room = max_model_len - prompt_tokens
     if room < 1:
-        raise ProxyError(400, f"This model's maximum context length is {max_model_len} tokens, but the prompt "
-                              f"is {prompt_tokens} tokens; shorten the conversation.",
+        raise ProxyError(400, f"prompt is too long: {prompt_tokens} tokens > {max_model_len - 1} maximum "
+                              f"(this model's maximum context length is {max_model_len} tokens)",
                          param="messages", code="context_length_exceeded")
     chat["max_tokens"] = min(requested, room)
     return prompt_tokens

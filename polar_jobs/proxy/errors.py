@@ -50,7 +50,10 @@ _GOOGLE_STATUS = {
 def anthropic_error(error: ProxyError) -> tuple[int, dict[str, Any]]:
     status = 529 if error.retryable else error.status
     kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return status, {"type": "error", "error": {"type": kind, "message": error.message}}
+    message = error.message
+    if error.code == "context_length_exceeded" and not message.startswith("prompt is too long"):
+        message = f"prompt is too long: {message}"  # the phrase Claude Code reacts to by compacting
+    return status, {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def openai_error(error: ProxyError) -> tuple[int, dict[str, Any]]:

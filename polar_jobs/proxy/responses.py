@@ -87,6 +87,8 @@ def _items(items: list[Any]) -> list[dict[str, Any]]:
             if role == "assistant":
                 open_turn = assistant_turn(_text_of(item.get("content"), where))
             elif role in ("user", "system", "developer"):
+                if pending_reasoning:  # reasoning the model ended its turn with stays before the next input
+                    assistant_turn("")
                 messages.append({"role": role, "content": _user_content(item.get("content"), where)})
                 open_turn = None
             else:

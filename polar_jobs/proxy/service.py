@@ -130,8 +130,11 @@ class ProxyService:
         try:
             info = self.upstream.model_info()
             force = any(tag in info.name.lower() for tag in self.options.force_disable_thinking_for)
-            call.chat = finalize(normalized, info.name, force)
-            serialized = _dumps(call.chat)
+            try:
+                call.chat = finalize(normalized, info.name, force)
+                serialized = _dumps(call.chat)
+            except RecursionError:  # bad input after all: answered like any other, and nothing is recorded
+                return self._error(call.provider, bad_request("the request is nested too deeply"))
             if clamp_max_tokens(call.chat, len(serialized), info.max_model_len,
                                 self.upstream.count_prompt_tokens) is not None:
                 serialized = _dumps(call.chat)
