@@ -30,7 +30,8 @@ def main(verbose: bool) -> None:
               help="Accept an upstream without token ids; such captures are marked untrainable.")
 def proxy(host, port, upstream, model, open_capture, allow_untokenized) -> None:
     """Serve the capture proxy (Anthropic, OpenAI Chat, OpenAI Responses, Gemini in; OpenAI Chat out)."""
-    from polar_jobs.proxy.app import create_proxy_app, serve
+    from polar_jobs.proxy.app import create_proxy_app
+    from polar_jobs.serving import serve_forever
 
     settings = _settings(proxy_host=host, proxy_port=port, upstream_url=upstream, served_model=model,
                          open_capture=open_capture, allow_untokenized=allow_untokenized)
@@ -38,7 +39,7 @@ def proxy(host, port, upstream, model, open_capture, allow_untokenized) -> None:
     click.echo(f"polar-jobs proxy on http://{settings.proxy_host}:{settings.proxy_port} → {settings.upstream_url} "
                f"(database {settings.resolved_database_url()}{', open capture' if settings.open_capture else ''})",
                err=True)
-    serve(app, settings.proxy_host, settings.proxy_port)
+    serve_forever(app, settings.proxy_host, settings.proxy_port)
 
 
 @main.command()

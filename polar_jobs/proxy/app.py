@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 
 from flask import Flask, Response, request, stream_with_context
@@ -99,16 +98,3 @@ def _error(provider: str, error: ProxyError) -> Response:
 
 def _json(status: int, body: Any) -> Response:
     return Response(json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json")
-
-
-def serve(app: Flask, host: str, port: int) -> None:
-    """Serve with werkzeug's threaded server (one thread a connection; upstream calls block long)."""
-    from werkzeug.serving import make_server
-
-    server = make_server(host, port, app, threaded=True)
-    log.info("proxy listening on http://%s:%d", host, server.server_port)
-    started = time.time()
-    try:
-        server.serve_forever()
-    finally:
-        log.info("proxy stopped after %.0f s", time.time() - started)

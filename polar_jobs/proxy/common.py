@@ -9,6 +9,8 @@ from typing import Any
 from polar_jobs.proxy.errors import bad_request
 
 _HUGE_BOUND = 9007199254740991  # ±2^53-1 bounds in Claude/opencode schemas break grammar decoding
+_BOUND_KEYS = frozenset({"minimum", "maximum"})
+MAX_SCHEMA_DEPTH = 64
 CAPTURE_FIELDS = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
 
@@ -21,6 +23,7 @@ class Normalized:
     requested_model: str | None
     thinking: bool | None = None  # what the harness asked for; None when it said nothing
     context: dict[str, Any] = field(default_factory=dict)
+    prepared: bool = False  # shared rules applied to ``chat`` (see ``prepare``)
 
 
 # -- input checks that name the offending field --------------------------------------------------
@@ -73,16 +76,28 @@ def _json_type(value: Any) -> str:
 
 
 # -- shared rules -------------------------------------------------------------------------------
-def finalize(normalized: Normalized, served_model: str, force_no_thinking: bool) -> dict[str, Any]:
-    """Apply the shared rules and the capture fields; returns the request sent upstream."""
-    chat = dict(normalized.chat)
-    chat["model"] = served_model
+def prepare(normalized: Normalized) -> None:
+    """The shared message and tool rules, applied once in place; a 400 for schemas nested absurdly deep.
+
+    Runs before anything is recorded, so input it rejects leaves the store unchanged.
+    """
+    if normalized.prepared:
+        return
+    chat = normalized.chat
     chat["messages"] = upstream_messages(chat["messages"])
     if not chat.get("tools"):
         chat.pop("tools", None)
         chat.pop("tool_choice", None)
     else:
-        chat["tools"] = [clean_tool(tool) for tool in chat["tools"]]
+        chat["tools"] = [clean_tool(tool, f"tools.{index}") for index, tool in enumerate(chat["tools"])]
+    normalized.prepared = True
+
+
+def finalize(normalized: Normalized, served_model: str, force_no_thinking: bool) -> dict[str, Any]:
+    """The request sent upstream: shared rules, served model, thinking switch and capture fields."""
+    prepare(normalized)
+    chat = dict(normalized.chat)
+    chat["model"] = served_model
     kwargs = dict(chat.get("chat_template_kwargs") or {})
     if force_no_thinking:
         kwargs["enable_thinking"] = False
@@ -125,25 +140,27 @@ def content_text(content: Any) -> str:
     return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("text"))
 
 
-def clean_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def clean_tool(tool: dict[str, Any], where: str = "tools") -> dict[str, Any]:
     function = dict(tool["function"])
     if "parameters" in function:
-        function["parameters"] = clean_schema(function["parameters"])
+        function["parameters"] = clean_schema(function["parameters"], f"{where}.function.parameters")
     return {"type": "function", "function": function}
 
 
-def clean_schema(schema: Any) -> Any:
-    """Drop ``$schema`` and ±2^53 integer bounds, recursively."""
-    if isinstance(schema, dict):
-        return {
-            key: clean_schema(value)
-            for key, value in schema.items()
-            if key != "$schema" and not (key in ("minimum", "maximum") and isinstance(value, int)
-                                         and abs(value) >= _HUGE_BOUND)
-        }
+def clean_schema(schema: Any, where: str = "schema", depth: int = 0) -> Any:
+    """Drop ``$schema`` and ±2^53 integer bounds, recursively (recursing only into containers: hot path)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise bad_request(f"{where}: nested deeper than {MAX_SCHEMA_DEPTH} levels", param=where)
     if isinstance(schema, list):
-        return [clean_schema(item) for item in schema]
-    return schema
+        return [clean_schema(item, where, depth + 1) if isinstance(item, (dict, list)) else item for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {}
+    for key, value in schema.items():
+        if key == "$schema" or (key in _BOUND_KEYS and isinstance(value, int) and abs(value) >= _HUGE_BOUND):
+            continue
+        cleaned[key] = clean_schema(value, where, depth + 1) if isinstance(value, (dict, list)) else value
+    return cleaned
 
 
 def function_tool(name: Any, description: Any, parameters: Any, where: str) -> dict[str, Any]:

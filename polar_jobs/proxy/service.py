@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from polar_jobs.proxy.common import Normalized, finalize
+from polar_jobs.proxy.common import Normalized, finalize, prepare
 from polar_jobs.proxy.context_window import clamp_max_tokens
 from polar_jobs.proxy.detection import COUNT_TOKENS, UNSUPPORTED, detect
 from polar_jobs.proxy.errors import ProxyError, bad_request
@@ -53,6 +53,7 @@ class _Call:
     session_id: str | None = None
     normalized: Normalized | None = None
     chat: dict[str, Any] | None = None
+    serialized: bytes | None = None  # ``chat`` exactly as sent upstream
 
 
 class ProxyService:
@@ -78,7 +79,8 @@ class ProxyService:
             if detected.operation == COUNT_TOKENS:
                 return self._count_tokens(call)
             if call.session_id is None:  # open capture: an ad-hoc session only for a call that will be served
-                call.session_id = self._admit(self.sessions.open_adhoc(api_key(headers, query or {})))
+                session = self.sessions.open_adhoc(api_key(headers, query or {}))
+                call.session_id = _admit(session.id, session.status)
         except ProxyError as error:
             return self._error(call.provider, error)
         return self._serve(call)
@@ -90,26 +92,24 @@ class ProxyService:
         if not key:
             raise ProxyError(401, "missing API key: send the session key as x-api-key, "
                                   "Authorization: Bearer or x-goog-api-key")
-        session = self.sessions.by_key(key)
-        if session is None:
+        found = self.sessions.status_by_key(key)
+        if found is None:
             if not self.options.open_capture:
                 raise ProxyError(401, "invalid API key: no session has this key")
             return None
-        return self._admit(session)
-
-    @staticmethod
-    def _admit(session) -> str:
-        if session.status not in ACCEPTS_MODEL_CALLS:
-            raise ProxyError(403, f"session {session.id} is {session.status} and accepts no more model calls")
-        return session.id
+        return _admit(*found)
 
     def _normalize(self, detected, body: dict[str, Any]) -> Normalized:
         module = PROVIDERS[detected.provider]
         try:
-            return module.to_chat(body, default_max_tokens=self.options.default_max_tokens,
-                                  path_model=detected.path_model, path_stream=detected.path_stream)
+            normalized = module.to_chat(body, default_max_tokens=self.options.default_max_tokens,
+                                        path_model=detected.path_model, path_stream=detected.path_stream)
+            prepare(normalized)
+            return normalized
         except ProxyError:
             raise
+        except RecursionError:
+            raise bad_request("the request is nested too deeply") from None
         except Exception as exc:  # a shape no check anticipated: still the caller's input, still a 400
             log.warning("unexpected %s request shape: %r", detected.provider, exc)
             raise bad_request(f"malformed request: {type(exc).__name__}: {exc}") from exc
@@ -130,16 +130,13 @@ class ProxyService:
         try:
             info = self.upstream.model_info()
             force = any(tag in info.name.lower() for tag in self.options.force_disable_thinking_for)
-            try:
-                call.chat = finalize(normalized, info.name, force)
-                serialized = _dumps(call.chat)
-            except RecursionError:  # bad input after all: answered like any other, and nothing is recorded
-                return self._error(call.provider, bad_request("the request is nested too deeply"))
-            if clamp_max_tokens(call.chat, len(serialized), info.max_model_len,
+            call.chat = finalize(normalized, info.name, force)
+            call.serialized = _dumps(call.chat)
+            if clamp_max_tokens(call.chat, len(call.serialized), info.max_model_len,
                                 self.upstream.count_prompt_tokens) is not None:
-                serialized = _dumps(call.chat)
+                call.serialized = _dumps(call.chat)
             started = time.time()
-            upstream_response = self.upstream.chat(serialized)
+            upstream_response = self.upstream.chat(call.serialized)
             finished = time.time()
             reply = parse_upstream(upstream_response)
             if not reply.tokenized and not self.options.allow_untokenized:
@@ -158,7 +155,7 @@ class ProxyService:
     def _capture(self, call: _Call, **fields: Any) -> CaptureInput:
         normalized = call.normalized
         return CaptureInput(session_id=call.session_id, provider=call.provider, path=call.path, raw_request=call.raw,
-                            chat_request=call.chat, stream=normalized.stream,
+                            chat_request_json=call.serialized, stream=normalized.stream,
                             requested_model=normalized.requested_model,
                             served_model=(call.chat or {}).get("model"), received_at=call.received_at,
                             responded_at=time.time(), **fields)
@@ -184,6 +181,12 @@ class ProxyService:
     def _error(provider: str, error: ProxyError) -> ProxyOutcome:
         status, body = PROVIDERS[provider].error_response(error)
         return ProxyOutcome(status, provider, body=body)
+
+
+def _admit(session_id: str, status: str) -> str:
+    if status not in ACCEPTS_MODEL_CALLS:
+        raise ProxyError(403, f"session {session_id} is {status} and accepts no more model calls")
+    return session_id
 
 
 def api_key(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:

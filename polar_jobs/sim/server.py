@@ -12,8 +12,8 @@ import threading
 import time
 
 from flask import Flask, Response, jsonify, request
-from werkzeug.serving import make_server
 
+from ..serving import serve_forever
 from . import tokenizer
 from .completion import SimError, complete, prompt_ids
 from .policies import PolicyError
@@ -204,8 +204,4 @@ def create_sim_app(model: str = DEFAULT_MODEL, max_model_len: int = DEFAULT_MAX_
 def run_sim(host: str = "127.0.0.1", port: int = 8000, model: str = DEFAULT_MODEL,
             max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> None:
     """Serve the simulator until interrupted (threaded werkzeug server)."""
-    server = make_server(host, port, create_sim_app(model, max_model_len), threaded=True)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    serve_forever(create_sim_app(model, max_model_len), host, port)

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DbSession
 from sqlmodel import col, func, select
@@ -26,6 +27,8 @@ _COPIED_FIELDS = ("session_id", "provider", "path", "stream", "requested_model",
                   "http_status", "error", "finish_reason", "stop_reason", "prompt_tokens", "completion_tokens",
                   "trainable", "received_at", "upstream_started_at", "upstream_finished_at", "responded_at")
 """Columns stored and read back as they are (token data and payloads are encoded separately)."""
+_INSERT_BLOB = insert(Blob.__table__)  # Core statements with bound parameters: compiled once, cached
+_INSERT_COMPLETION = insert(Completion.__table__)
 _TIPS_PER_SESSION = 4
 _SESSIONS_CACHED = 128
 
@@ -39,6 +42,7 @@ class CaptureInput:
     path: str
     raw_request: bytes
     chat_request: dict[str, Any] | None = None
+    chat_request_json: bytes | None = None  # the exact bytes sent upstream, when the caller has them
     upstream_response: dict[str, Any] | None = None
     stream: bool = False
     requested_model: str | None = None
@@ -119,42 +123,36 @@ class CaptureStore:
 
     # -- writing -------------------------------------------------------------------------------
     def record(self, capture: CaptureInput) -> int:
-        """Insert one completion and its blobs atomically; returns the completion id."""
+        """Insert one completion and its blobs in one transaction; returns the completion id."""
         packed_prompt = delta.pack_ids(capture.prompt_ids)
         payloads = {
             "raw_request": capture.raw_request,
-            "chat_request": _dump(capture.chat_request),
+            "chat_request": capture.chat_request_json or _dump(capture.chat_request),
             "upstream_response": _dump(_without_prompt_ids(capture.upstream_response)),
         }
+        payloads = {kind: data for kind, data in payloads.items() if data is not None}
         with self._lock:
             base_id, prefix_len = self._best_prompt_base(capture.session_id, packed_prompt)
-            with DbSession(self.engine, expire_on_commit=False) as db:
-                blob_rows: dict[str, Blob] = {}
+            blob_ids: dict[str, int] = {}
+            with self.engine.begin() as db:  # Core inserts: the ORM's unit of work costs milliseconds here
                 for kind, data in payloads.items():
-                    if data is None:
-                        continue
-                    blob_rows[kind] = self._delta_blob(capture.session_id, kind, data)
-                    db.add(blob_rows[kind])
-                db.flush()
-                row = Completion(
-                    **{name: getattr(capture, name) for name in _COPIED_FIELDS},
+                    row = self._delta_blob(capture.session_id, kind, data)
+                    blob_ids[kind] = db.execute(_INSERT_BLOB, row).inserted_primary_key[0]
+                completion_id = db.execute(_INSERT_COMPLETION, dict(
+                    {name: getattr(capture, name) for name in _COPIED_FIELDS},
                     prompt_base_id=base_id,
                     prompt_prefix_len=prefix_len,
                     prompt_tail=packed_prompt[prefix_len * 4 :],
                     response_ids=delta.pack_ids(capture.response_ids),
                     logprobs=None if capture.logprobs is None else delta.pack_floats(capture.logprobs),
-                    raw_request_blob_id=_id_of(blob_rows.get("raw_request")),
-                    chat_request_blob_id=_id_of(blob_rows.get("chat_request")),
-                    upstream_response_blob_id=_id_of(blob_rows.get("upstream_response")),
-                )
-                db.add(row)
-                db.commit()
-                completion_id = row.id
+                    raw_request_blob_id=blob_ids.get("raw_request"),
+                    chat_request_blob_id=blob_ids.get("chat_request"),
+                    upstream_response_blob_id=blob_ids.get("upstream_response"),
+                )).inserted_primary_key[0]
             if packed_prompt:
                 self._remember_tip(capture.session_id, completion_id, packed_prompt)
             for kind, data in payloads.items():
-                if data is not None:
-                    self._remember_blob(capture.session_id, kind, blob_rows[kind].id, data)
+                self._remember_blob(capture.session_id, kind, blob_ids[kind], data)
         return completion_id
 
     def _best_prompt_base(self, session_id: str, packed_prompt: bytes) -> tuple[int | None, int]:
@@ -167,14 +165,16 @@ class CaptureStore:
                 best_id, best_len = completion_id, shared
         return best_id, best_len
 
-    def _delta_blob(self, session_id: str, kind: str, data: bytes) -> Blob:
+    def _delta_blob(self, session_id: str, kind: str, data: bytes) -> dict[str, Any]:
+        """Column values of a blob row: a delta against the session's previous blob of this kind."""
         last = self._latest_blob(session_id, kind)
         if last is None:
-            return Blob(session_id=session_id, kind=kind, middle=delta.compress(data), length=len(data))
+            return {"session_id": session_id, "kind": kind, "base_id": None, "prefix_len": 0, "suffix_len": 0,
+                    "middle": delta.compress(data), "length": len(data)}
         base_id, base = last
         change = delta.diff_bytes(base, data)
-        return Blob(session_id=session_id, kind=kind, base_id=base_id, prefix_len=change.prefix,
-                    suffix_len=change.suffix, middle=delta.compress(change.middle), length=len(data))
+        return {"session_id": session_id, "kind": kind, "base_id": base_id, "prefix_len": change.prefix,
+                "suffix_len": change.suffix, "middle": delta.compress(change.middle), "length": len(data)}
 
     # -- caches (rebuilt from the database on a miss) ------------------------------------------
     def _session_tips(self, session_id: str) -> list[tuple[int, bytes]]:
@@ -288,10 +288,6 @@ def _reconstruct(row: Completion, prompt_ids: list[int], blobs: dict[str, dict[i
         chat_request=_load(payload("chat_request", row.chat_request_blob_id)),
         upstream_response=upstream,
     )
-
-def _id_of(blob: Blob | None) -> int | None:
-    return None if blob is None else blob.id
-
 
 def _dump(value: dict[str, Any] | None) -> bytes | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()

@@ -6,13 +6,16 @@ import secrets
 import time
 import uuid
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession
 from sqlmodel import select
 
 from polar_jobs.store.models import ALLOWED_TRANSITIONS, Session, SessionStatus
+
+
+_STATUS_BY_KEY = select(Session.id, Session.status).where(Session.api_key == bindparam("key"))
 
 
 class InvalidTransition(ValueError):
@@ -37,6 +40,12 @@ class SessionStore:
     def by_key(self, api_key: str) -> Session | None:
         with DbSession(self.engine, expire_on_commit=False) as db:
             return db.exec(select(Session).where(Session.api_key == api_key)).first()
+
+    def status_by_key(self, api_key: str) -> tuple[str, str] | None:
+        """(session id, status) for a key: the proxy's per-call lookup, a Core query without the ORM."""
+        with self.engine.connect() as db:
+            row = db.execute(_STATUS_BY_KEY, {"key": api_key}).first()
+        return None if row is None else (row[0], row[1])
 
     def get(self, session_id: str) -> Session | None:
         with DbSession(self.engine, expire_on_commit=False) as db:
