@@ -12,11 +12,13 @@ from polar_jobs.settings import Settings
 
 
 @click.group()
-@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level, one line per HTTP request.")
 def main(verbose: bool) -> None:
     """polar-jobs: run coding-agent harnesses and capture every model call token by token."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # werkzeug logs a line per request at INFO on its own handler
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 
 @main.command()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from flask import Flask, Response, request, stream_with_context
 from werkzeug.exceptions import HTTPException
 
+from polar_jobs import jsonio
 from polar_jobs.proxy.detection import provider_hint
 from polar_jobs.proxy.errors import ProxyError
 from polar_jobs.proxy.providers import PROVIDERS
@@ -97,4 +97,4 @@ def _error(provider: str, error: ProxyError) -> Response:
 
 
 def _json(status: int, body: Any) -> Response:
-    return Response(json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json")
+    return Response(jsonio.dumps(body), status=status, mimetype="application/json")

@@ -7,12 +7,12 @@ call that reaches the upstream is recorded exactly once, failed or not, before t
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from polar_jobs import jsonio
 from polar_jobs.proxy.common import Normalized, finalize, prepare
 from polar_jobs.proxy.context_window import clamp_max_tokens
 from polar_jobs.proxy.detection import COUNT_TOKENS, UNSUPPORTED, detect
@@ -202,20 +202,24 @@ def _parse_json(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise bad_request("the request body is empty; a JSON object is required")
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise bad_request("the request body is not valid JSON: it is nested too deeply") from None
+        body = jsonio.loads(raw)
+    except jsonio.JSONDecodeError as exc:
+        raise bad_request(f"the request body is not valid JSON: {_explain(exc, raw)}") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
     return body
 
 
-def _reject_constant(name: str) -> Any:
-    """NaN, Infinity and -Infinity are Python's extensions, not JSON (RFC 8259)."""
-    raise ValueError(f"{name} is not a JSON value")
+def _explain(error: jsonio.JSONDecodeError, raw: bytes) -> str:
+    """The parser's message, with the two cases it words vaguely named plainly."""
+    if "depth limit" in str(error):
+        return "it is nested too deeply (more than 1024 levels)"
+    at = raw[error.pos:error.pos + 9].lstrip(b"-")
+    for constant in (b"NaN", b"Infinity"):
+        if at.startswith(constant):
+            return f"{constant.decode()} is not a JSON value (RFC 8259), at character {error.pos}"
+    return str(error)
 
 
 def _dumps(chat: dict[str, Any]) -> bytes:
-    return json.dumps(chat, ensure_ascii=False, separators=(",", ":")).encode()
+    return jsonio.dumps(chat)

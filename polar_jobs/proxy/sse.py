@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from polar_jobs import jsonio
 from typing import Any
 
 
@@ -18,4 +18,4 @@ def data_event(data: dict[str, Any] | str) -> bytes:
 
 
 def _json(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return jsonio.dumps(data).decode()

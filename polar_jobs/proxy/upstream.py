@@ -6,7 +6,6 @@ refused connections and timeouts become the retryable overloaded error.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
+from polar_jobs import jsonio
 from polar_jobs.proxy.errors import ProxyError, overloaded
 
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
@@ -68,7 +68,7 @@ class UpstreamClient:
         for key in ("tools", "chat_template_kwargs"):
             if chat.get(key):
                 body[key] = chat[key]
-        result = self._request("POST", "/tokenize", data=json.dumps(body, ensure_ascii=False).encode())
+        result = self._request("POST", "/tokenize", data=jsonio.dumps(body))
         return int(result["count"])
 
     def _request(self, method: str, path: str, data: bytes | None = None) -> dict[str, Any]:
@@ -86,15 +86,15 @@ class UpstreamClient:
             code = "context_length_exceeded" if any(m in message.lower() for m in _CONTEXT_MARKERS) else None
             raise ProxyError(response.status_code, message, code=code)
         try:
-            return response.json()
-        except ValueError:
+            return jsonio.loads(response.content)
+        except jsonio.JSONDecodeError:
             raise ProxyError(502, f"the upstream answered {path} with a body that is not JSON") from None
 
 
 def _message(response: requests.Response) -> str:
     try:
-        body = response.json()
-    except ValueError:
+        body = jsonio.loads(response.content)
+    except jsonio.JSONDecodeError:
         return response.text[:500] or response.reason
     error = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(error, dict):

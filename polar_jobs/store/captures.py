@@ -8,7 +8,6 @@ rebuilt from the database on a miss.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session as DbSession
 from sqlmodel import col, func, select
 
+from polar_jobs import jsonio
 from polar_jobs.store import delta
 from polar_jobs.store.models import Blob, Completion
 
@@ -290,11 +290,11 @@ def _reconstruct(row: Completion, prompt_ids: list[int], blobs: dict[str, dict[i
     )
 
 def _dump(value: dict[str, Any] | None) -> bytes | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return None if value is None else jsonio.dumps(value)
 
 
 def _load(data: bytes | None) -> dict[str, Any] | None:
-    return None if data is None else json.loads(data)
+    return None if data is None else jsonio.loads(data)
 
 
 def _without_prompt_ids(response: dict[str, Any] | None) -> dict[str, Any] | None:
