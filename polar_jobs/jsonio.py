@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 JSONDecodeError = orjson.JSONDecodeError  # a ValueError
+JSONEncodeError = orjson.JSONEncodeError  # a TypeError
 
 
 def loads(data: bytes | str) -> Any:

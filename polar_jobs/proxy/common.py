@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+from polar_jobs import jsonio
 from polar_jobs.proxy.errors import bad_request
 
 _HUGE_BOUND = 9007199254740991  # ±2^53-1 bounds in Claude/opencode schemas break grammar decoding
@@ -141,6 +143,21 @@ def content_text(content: Any) -> str:
 
 
 def clean_tool(tool: dict[str, Any], where: str = "tools") -> dict[str, Any]:
+    """A Chat tool with its schema cleaned; memoized, since a harness resends the same tools every call.
+
+    The returned object is shared between calls: treat it as read-only.
+    """
+    try:
+        serialized = jsonio.dumps(tool)
+    except jsonio.JSONEncodeError:  # parsed JSON always serializes, unless it is nested too deeply
+        raise bad_request(f"{where}.function.parameters: nested deeper than {MAX_SCHEMA_DEPTH} levels",
+                          param=f"{where}.function.parameters") from None
+    return _clean_tool(serialized, where)
+
+
+@lru_cache(maxsize=2048)
+def _clean_tool(serialized: bytes, where: str) -> dict[str, Any]:
+    tool = jsonio.loads(serialized)
     function = dict(tool["function"])
     if "parameters" in function:
         function["parameters"] = clean_schema(function["parameters"], f"{where}.function.parameters")
