@@ -645,6 +645,21 @@ def report_latency(results: list[dict[str, Any]]) -> None:
                 "HTTP in and out, the SQLite write, the conversion back (and SSE synthesis).")
 
 
+def report_http_floor(env: Env, iterations: int) -> None:
+    """The cost of any HTTP round trip here (no body, no work): the floor under one extra hop."""
+    http = requests.Session()
+    rows = []
+    for name, url in (("GET /health (sim)", f"{env.sim_url}/health"), ("GET /healthz (proxy)", f"{env.proxy_url}/healthz")):
+        times = []
+        for _ in range(iterations):
+            started = time.perf_counter()
+            http.get(url, timeout=10).raise_for_status()
+            times.append((time.perf_counter() - started) * 1000)
+        rows.append([name, iterations, f"{percentile(times, 0.50):.2f}", f"{percentile(times, 0.99):.2f}"])
+    table(["empty round trip", "n", "p50 ms", "p99 ms"], rows,
+          "HTTP floor: an empty request/response with the same client and server stack (the proxy adds one such hop).")
+
+
 def report_throughput(t: dict[str, Any], body_bytes: int) -> None:
     table(["target", "clients", "ok", "errors", "seconds", "req/s", "p50 ms", "p99 ms"],
           [[mode, t["concurrency"], t[mode]["ok"], t[mode]["errors"], t[mode]["elapsed"], t[mode]["rps"],
@@ -796,6 +811,7 @@ def main() -> int:
         print(f"\nLatency: {args.iterations} timed calls per row after {args.warmup} warm-up ...", flush=True)
         lat = latency(bench, rows, args.iterations, args.warmup)
         report_latency(lat)
+        report_http_floor(bench, args.iterations)
 
         cap = f" or {args.throughput_requests} requests" if args.throughput_requests else ""
         print(f"\nThroughput: {args.concurrency} clients, {args.throughput_seconds:.0f} s{cap} per target in "
