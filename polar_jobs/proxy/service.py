@@ -51,6 +51,7 @@ class _Call:
     raw: bytes
     received_at: float = field(default_factory=time.time)
     session_id: str | None = None
+    policy_version: int | None = None
     normalized: Normalized | None = None
     chat: dict[str, Any] | None = None
     serialized: bytes | None = None  # ``chat`` exactly as sent upstream
@@ -68,7 +69,7 @@ class ProxyService:
                ) -> ProxyOutcome:
         call = _Call(provider=detect(path, headers).provider, path=path, raw=raw)
         try:
-            call.session_id = self._authorize(headers, query or {})
+            call.session_id, call.policy_version = self._authorize(headers, query or {})
             body = _parse_json(raw)
             detected = detect(path, headers, body)
             call.provider = detected.provider
@@ -81,13 +82,14 @@ class ProxyService:
             if call.session_id is None:  # open capture: an ad-hoc session only for a call that will be served
                 session = self.sessions.open_adhoc(api_key(headers, query or {}))
                 call.session_id = _admit(session.id, session.status)
+                call.policy_version = session.policy_version
         except ProxyError as error:
             return self._error(call.provider, error)
         return self._serve(call)
 
     # -- before anything is written ------------------------------------------------------------
-    def _authorize(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-        """The caller's session id; None for a new key in open capture mode (opened once the call is valid)."""
+    def _authorize(self, headers: Mapping[str, str], query: Mapping[str, str]) -> tuple[str | None, int | None]:
+        """(session id, policy version); no id for a new key in open capture mode (opened once the call is valid)."""
         key = api_key(headers, query)
         if not key:
             raise ProxyError(401, "missing API key: send the session key as x-api-key, "
@@ -96,8 +98,9 @@ class ProxyService:
         if found is None:
             if not self.options.open_capture:
                 raise ProxyError(401, "invalid API key: no session has this key")
-            return None
-        return _admit(*found)
+            return None, None
+        session_id, status, policy_version = found
+        return _admit(session_id, status), policy_version
 
     def _normalize(self, detected, body: dict[str, Any]) -> Normalized:
         module = PROVIDERS[detected.provider]
@@ -158,6 +161,7 @@ class ProxyService:
                             chat_request_json=call.serialized, stream=normalized.stream,
                             requested_model=normalized.requested_model,
                             served_model=(call.chat or {}).get("model"), received_at=call.received_at,
+                            policy_version=call.policy_version,
                             responded_at=time.time(), **fields)
 
     def _record(self, call: _Call, reply: Reply, upstream_response: dict[str, Any], started: float,

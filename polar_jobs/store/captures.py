@@ -25,7 +25,7 @@ from polar_jobs.store.models import Blob, Completion
 BLOB_KINDS = ("raw_request", "chat_request", "upstream_response")
 _COPIED_FIELDS = ("session_id", "provider", "path", "stream", "requested_model", "served_model", "status",
                   "http_status", "error", "finish_reason", "stop_reason", "prompt_tokens", "completion_tokens",
-                  "trainable", "received_at", "upstream_started_at", "upstream_finished_at", "responded_at")
+                  "trainable", "policy_version", "received_at", "upstream_started_at", "upstream_finished_at", "responded_at")
 """Columns stored and read back as they are (token data and payloads are encoded separately)."""
 _INSERT_BLOB = insert(Blob.__table__)  # Core statements with bound parameters: compiled once, cached
 _INSERT_COMPLETION = insert(Completion.__table__)
@@ -58,6 +58,7 @@ class CaptureInput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     trainable: bool = True
+    policy_version: int | None = None
     received_at: float = 0.0
     upstream_started_at: float | None = None
     upstream_finished_at: float | None = None
@@ -83,6 +84,7 @@ class CapturedCompletion:
     prompt_tokens: int
     completion_tokens: int
     trainable: bool
+    policy_version: int | None
     prompt_ids: list[int]
     response_ids: list[int]
     logprobs: list[float] | None

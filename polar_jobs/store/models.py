@@ -91,6 +91,7 @@ class Completion(SQLModel, table=True):
     response_ids: bytes = b""
     logprobs: bytes | None = None
     trainable: bool = True
+    policy_version: int | None = None  # the session's policy version when the call was served
     raw_request_blob_id: int | None = None
     chat_request_blob_id: int | None = None
     upstream_response_blob_id: int | None = None

@@ -15,7 +15,7 @@ from sqlmodel import select
 from polar_jobs.store.models import ALLOWED_TRANSITIONS, Session, SessionStatus
 
 
-_STATUS_BY_KEY = select(Session.id, Session.status).where(Session.api_key == bindparam("key"))
+_STATUS_BY_KEY = select(Session.id, Session.status, Session.policy_version).where(Session.api_key == bindparam("key"))
 
 
 class InvalidTransition(ValueError):
@@ -41,11 +41,18 @@ class SessionStore:
         with DbSession(self.engine, expire_on_commit=False) as db:
             return db.exec(select(Session).where(Session.api_key == api_key)).first()
 
-    def status_by_key(self, api_key: str) -> tuple[str, str] | None:
-        """(session id, status) for a key: the proxy's per-call lookup, a Core query without the ORM."""
+    def status_by_key(self, api_key: str) -> tuple[str, str, int | None] | None:
+        """(session id, status, policy version) for a key: the proxy's per-call lookup, without the ORM."""
         with self.engine.connect() as db:
             row = db.execute(_STATUS_BY_KEY, {"key": api_key}).first()
-        return None if row is None else (row[0], row[1])
+        return None if row is None else (row[0], row[1], row[2])
+
+    def set_policy_version(self, session_id: str, version: int) -> None:
+        """Calls served from now on are tagged with ``version`` (a trainer pushed new weights)."""
+        with DbSession(self.engine) as db:
+            db.exec(update(Session).where(Session.id == session_id).values(policy_version=version,
+                                                                           updated_at=time.time()))
+            db.commit()
 
     def get(self, session_id: str) -> Session | None:
         with DbSession(self.engine, expire_on_commit=False) as db:
