@@ -62,6 +62,29 @@ def captures(session_id: str | None, payloads: bool) -> None:
             click.echo(json.dumps(line, ensure_ascii=False))
 
 
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["slime", "verl", "skyrl", "sft"]), required=True)
+@click.option("--session", "session_ids", multiple=True, help="Sessions to export (repeatable) [default: all].")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True,
+              help="JSONL file to write ('-' for standard output).")
+@click.option("--builder", type=click.Choice(["prefix_merge", "per_request"]), default="prefix_merge",
+              show_default=True)
+@click.option("--max-tokens", type=int, default=None, help="Cut longer traces to an exact causal prefix.")
+@click.option("--reward", type=float, default=None, help="Outcome reward given to every trace [default: 0].")
+@click.option("--decoder", type=click.Choice(["qwen3.5", "upstream", "none"]), default="qwen3.5", show_default=True,
+              help="Tokenizer that judges re-rendered history: the Qwen3.5 vocabulary, the upstream's /detokenize "
+                   "(POLAR_UPSTREAM_URL), or none (trust the template).")
+def export(fmt, session_ids, out, builder, max_tokens, reward, decoder) -> None:
+    """Build trajectories from captured sessions and write them in a trainer's format."""
+    from polar_jobs.exporting import export_sessions
+
+    settings = Settings()
+    counts = export_sessions(settings, fmt=fmt, session_ids=list(session_ids), out=out, builder=builder,
+                             max_tokens=max_tokens, reward=reward, decoder=decoder)
+    click.echo(f"{counts['rows']} rows from {counts['sessions']} sessions ({counts['traces']} traces, "
+               f"{counts['breaks']} breaks) → {out}", err=True)
+
+
 @main.command("sim-upstream")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)

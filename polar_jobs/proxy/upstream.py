@@ -68,6 +68,11 @@ class UpstreamClient:
         result = self._request("POST", "/tokenize", data=jsonio.dumps(body))
         return int(result["count"])
 
+    def detokenize(self, ids: list[int]) -> str:
+        """Text of token ids by the engine's own tokenizer (``/detokenize``)."""
+        info = self.model_info()
+        return str(self._request("POST", "/detokenize", data=jsonio.dumps({"model": info.name, "tokens": ids}))["prompt"])
+
     def _request(self, method: str, path: str, data: bytes | None = None) -> dict[str, Any]:
         try:
             response = self._http.request(method, self.base_url + path, body=data, timeout=self._timeout,
