@@ -90,15 +90,21 @@ def build_prefix_merge(completions: list[CapturedCompletion], eot: int | None = 
     pending: list[tuple[_Chain, CapturedCompletion, Alignment, int]] = []  # confirmed if that chain stops
     for order, completion in enumerate(ordered):
         packed = pack_ids(completion.prompt_ids)
-        chain = _longest_tip(chains, packed)
-        if chain is not None:  # fast path: the last prompt is a token prefix; only the last reply to check
-            turns = chain.turns()
-            result = align(chain.first.prompt_ids, turns, completion.prompt_ids, eot, decode,
-                           start_turn=len(turns) - 1, start=len(chain.tip.prompt_ids))
-            if result.matched:
-                chain.add(completion, completion.prompt_ids[result.rest:], order)
+        candidates = _longest_tips(chains, packed)
+        if candidates:  # fast path: the last prompt is a token prefix; only the last reply to check
+            joined, failure = False, None
+            for chain in candidates:  # several when one prompt was sent again (a retry, a parallel sample)
+                turns = chain.turns()
+                result = align(chain.first.prompt_ids, turns, completion.prompt_ids, eot, decode,
+                               start_turn=len(turns) - 1, start=len(chain.tip.prompt_ids))
+                if result.matched:
+                    chain.add(completion, completion.prompt_ids[result.rest:], order)
+                    joined = True
+                    break
+                failure = failure or (chain, result)
+            if joined:
                 continue
-            breaks.append(_break(chain, completion, result))
+            breaks.append(_break(failure[0], completion, failure[1]))
         elif _extend_relative(chains, completion, packed, eot, decode, order, pending):
             continue
         fresh = _Chain(index=len(chains), first=completion, eot=eot)
@@ -113,13 +119,12 @@ def build_prefix_merge(completions: list[CapturedCompletion], eot: int | None = 
     return MergeResult(traces, sorted(breaks, key=lambda b: b.completion_id), stats)
 
 
-def _longest_tip(chains: list[_Chain], packed: bytes) -> _Chain | None:
-    best = None
-    for chain in chains:
-        if len(chain.tip_packed) < len(packed) and packed.startswith(chain.tip_packed):
-            if best is None or len(chain.tip_packed) > len(best.tip_packed):
-                best = chain
-    return best  # an identical prompt (a retry or a parallel sample) starts its own trace
+def _longest_tips(chains: list[_Chain], packed: bytes) -> list[_Chain]:
+    """The chains whose last prompt is the longest proper prefix of ``packed`` (oldest first). Only a proper
+    prefix: an identical prompt (a retry or a parallel sample) starts its own trace."""
+    tips = [chain for chain in chains if len(chain.tip_packed) < len(packed) and packed.startswith(chain.tip_packed)]
+    longest = max((len(chain.tip_packed) for chain in tips), default=0)
+    return [chain for chain in tips if len(chain.tip_packed) == longest]
 
 
 def _extend_relative(chains: list[_Chain], completion: CapturedCompletion, packed: bytes, eot: int | None,

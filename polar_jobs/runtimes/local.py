@@ -1,0 +1,132 @@
+"""The local runtime: a workspace and a private HOME per session on this machine.
+
+Every command runs in its own process group (a new session), so a timeout or ``stop`` kills the
+command with all its children; nothing a session started outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from polar_jobs.runtimes.base import ExecResult, RuntimeError_
+
+_KILL_GRACE_S = 2.0
+_OUTPUT_LIMIT = 8 * 1024 * 1024  # characters kept per stream; the log file gets everything
+
+
+class LocalRuntime:
+    def __init__(self, root: Path, session_id: str, *, base_env: Mapping[str, str] | None = None,
+                 keep_files: bool = True):
+        self.root = Path(root) / session_id
+        self.workdir = str(self.root / "workspace")
+        self.home = str(self.root / "home")
+        self.keep_files = keep_files
+        self._base_env = dict(base_env) if base_env is not None else _minimal_env()
+        self._groups: dict[int, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def start(self) -> None:
+        for path in (self.workdir, self.home, str(self.root / "tmp")):
+            Path(path).mkdir(parents=True, exist_ok=True)
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(self._base_env, HOME=self.home, TMPDIR=str(self.root / "tmp"), PWD=self.workdir)
+        env.update(extra or {})
+        return env
+
+    def exec(self, command: Sequence[str] | str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+             timeout: float | None = None, log: Path | None = None) -> ExecResult:
+        if self._stopped:
+            raise RuntimeError_(f"runtime {self.root} is stopped")
+        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(argv, cwd=cwd or self.workdir, env=self.environment(env),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       start_new_session=True, text=True, errors="replace")
+        except OSError as exc:
+            return ExecResult(127, "", f"{argv[0]}: {exc}", time.monotonic() - started)
+        with self._lock:
+            self._groups[process.pid] = process
+        timed_out = False
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process.pid, process=process)
+            stdout, stderr = process.communicate()
+        finally:
+            _kill_group(process.pid, grace=0)  # children left behind by a command that exited
+            with self._lock:
+                self._groups.pop(process.pid, None)
+        if log is not None:
+            _append_log(log, argv, stdout, stderr, None if timed_out else process.returncode)
+        return ExecResult(None if timed_out else process.returncode, stdout[-_OUTPUT_LIMIT:], stderr[-_OUTPUT_LIMIT:],
+                          time.monotonic() - started, timed_out)
+
+    def upload(self, local: Path, remote: str) -> None:
+        target = Path(remote if os.path.isabs(remote) else os.path.join(self.workdir, remote))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if Path(local).is_dir():
+            shutil.copytree(local, target, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copy2(local, target)
+
+    def download(self, remote: str, local: Path) -> None:
+        source = Path(remote if os.path.isabs(remote) else os.path.join(self.workdir, remote))
+        if not source.exists():
+            raise RuntimeError_(f"{source} does not exist in the runtime")
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, local, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copy2(source, local)
+
+    def stop(self) -> None:
+        self._stopped = True
+        with self._lock:
+            groups = list(self._groups.items())
+        for group, process in groups:
+            _kill_group(group, process=process)
+        if not self.keep_files:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_group(pgid: int, grace: float = _KILL_GRACE_S, process: subprocess.Popen | None = None) -> None:
+    """SIGTERM the whole process group, wait up to ``grace`` for its leader, then SIGKILL what is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM if grace else signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    if grace and process is not None:
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _minimal_env() -> dict[str, str]:
+    """What commands need from this machine's environment, and nothing secret."""
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "SSL_CERT_FILE", "PYTHONPATH", "VIRTUAL_ENV")
+    return {key: os.environ[key] for key in keep if key in os.environ}
+
+
+def _append_log(log: Path, argv: list[str], stdout: str, stderr: str, exit_code: int | None) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(argv)}\n{stdout}")
+        if stderr:
+            out.write(f"[stderr]\n{stderr}")
+        out.write(f"[exit {'timeout' if exit_code is None else exit_code}]\n")
