@@ -25,7 +25,7 @@ def build_trajectory(session_id: str, completions: list[CapturedCompletion], *, 
         traces, breaks = build_per_request(ordered, eot), []
         stats = {"completions": len(completions), "usable": len(ordered), "traces": len(traces)}
     else:
-        merged = build_prefix_merge(ordered, eot, decode)
+        merged = build_prefix_merge(completions, eot, decode)
         traces, breaks, stats = merged.traces, merged.breaks, merged.stats
     by_id = {completion.id: completion for completion in ordered}
     for trace in traces:
