@@ -1,6 +1,6 @@
 """What building a trajectory costs: build time and peak memory of both builders on long agent sessions.
 
-    python benchmarks/builders.py [--calls 200] [--context 32768] [--repeats 5] [--profile]
+    python benchmarks/builders.py [--calls 200] [--context 32768] [--repeats 5] [--no-profile]
 
 Generates synthetic sessions directly as ``CapturedCompletion`` objects (no proxy, no HTTP) the way
 the sim upstream would serve them: each call's prompt ids are the real Qwen3.5 template
@@ -170,8 +170,10 @@ def system_prompt(rng: random.Random, tools: list[dict[str, Any]], target: int, 
     return tokenizer.decode(ids).strip()
 
 
-def tool_call_policy(rng: random.Random, reasoning: bool) -> dict[str, Any]:
-    """One tool call the model samples (with a thinking block when ``reasoning``)."""
+def tool_call_policy(rng: random.Random, reasoning: bool, per_call: float) -> dict[str, Any]:
+    """One tool call the model samples (with a thinking block when ``reasoning``), sized for a round trip
+    (reply + tool result) of about ``per_call`` tokens."""
+    lines = max(1, min(6, int(per_call // 60)))
     name = rng.choices(["run_shell", "read_file", "edit_file", "grep", "write_file", "list_dir"], [5, 5, 4, 3, 1, 1])[0]
     path = source_path(rng)
     if name == "run_shell":
@@ -181,15 +183,16 @@ def tool_call_policy(rng: random.Random, reasoning: bool) -> dict[str, Any]:
     elif name == "read_file":
         arguments = {"path": path}
     elif name == "edit_file":
-        arguments = {"path": path, "old_string": code(rng, rng.randint(1, 4)), "new_string": code(rng, rng.randint(1, 6))}
+        arguments = {"path": path, "old_string": code(rng, rng.randint(1, lines)), "new_string": code(rng, rng.randint(1, lines))}
     elif name == "grep":
         arguments = {"pattern": f"def {rng.choice(_WORDS)}_", "path": rng.choice(_DIRS)}
     elif name == "write_file":
-        arguments = {"path": path, "content": code(rng, rng.randint(5, 20))}
+        arguments = {"path": path, "content": code(rng, rng.randint(lines, 3 * lines))}
     else:
         arguments = {"path": rng.choice(_DIRS)}
     if reasoning:
-        return {"kind": "reasoning_tool_call", "reasoning": prose(rng, rng.randint(15, 70)), "name": name,
+        words = rng.randint(max(4, min(20, int(per_call * 0.05))), max(8, min(70, int(per_call * 0.2))))
+        return {"kind": "reasoning_tool_call", "reasoning": prose(rng, words), "name": name,
                 "arguments": arguments}
     return {"kind": "tool_call", "name": name, "arguments": arguments}
 
@@ -276,7 +279,8 @@ def make_agent(seed: int, session_id: str, calls: int, context: int, system_toke
     tools = make_tools(random.Random(seed + 1))
     system = system_prompt(rng, tools, system_tokens, marker)
     task = "Fix the failing tests in the tokenizer module. " + prose(rng, 80)
-    policies = [tool_call_policy(rng, reasoning) for _ in range(calls - 1)] + [final_policy(rng, reasoning)]
+    per_call = (context - system_tokens - 120) / max(calls - 1, 1)
+    policies = [tool_call_policy(rng, reasoning, per_call) for _ in range(calls - 1)] + [final_policy(rng, reasoning)]
     replies = sum(turn_tokens(p) for p in policies[:-1])
     glue = 12  # <|im_start|>user / <tool_response> ... </tool_response><|im_end|> / generation prompt
     budget = context - system_tokens - 120 - replies - glue * (calls - 1)
@@ -294,22 +298,24 @@ class Session:
     context: int
     captured: list[CapturedCompletion]
     generate_s: float
+    first_prompt: int = 0
+    max_prompt: int = 0
+    prompt_tokens: int = 0
+    response_tokens: int = 0
 
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(len(c.prompt_ids) for c in self.captured)
-
-    @property
-    def response_tokens(self) -> int:
-        return sum(len(c.response_ids) for c in self.captured)
+    def __post_init__(self) -> None:
+        self.first_prompt = len(self.captured[0].prompt_ids)
+        self.max_prompt = max(len(c.prompt_ids) for c in self.captured)
+        self.prompt_tokens = sum(len(c.prompt_ids) for c in self.captured)
+        self.response_tokens = sum(len(c.response_ids) for c in self.captured)
 
     @property
     def captured_tokens(self) -> int:
         return self.prompt_tokens + self.response_tokens
 
-    @property
-    def max_prompt(self) -> int:
-        return max(len(c.prompt_ids) for c in self.captured)
+    def release(self) -> None:
+        """Drop the captures (measured): later builds run with only their own session in memory."""
+        self.captured = []
 
 
 def append_only(calls: int, context: int, seed: int = 7, reasoning: bool = True, name: str = "append-only") -> Session:
@@ -397,7 +403,7 @@ def measure(session: Session, builder: str, decode: str, repeats: int) -> Measur
                    " ".join(f"{k}={v}" for k, v in sorted(labels.items())))
 
 
-def profile(session: Session, builder: str, decode: str, top: int = 15) -> str:
+def profile(session: Session, builder: str, decode: str, top: int = 12) -> str:
     profiler = cProfile.Profile()
     gc.collect()
     profiler.enable()
@@ -406,8 +412,8 @@ def profile(session: Session, builder: str, decode: str, top: int = 15) -> str:
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(top)
-    out.write("\n--- by own time ---\n")
-    stats.sort_stats("tottime").print_stats(10)
+    out.write("--- by own time ---\n")
+    stats.sort_stats("tottime").print_stats(8)
     return out.getvalue()
 
 
@@ -439,7 +445,7 @@ def heading(text: str) -> None:
 
 
 def session_row(s: Session) -> list[Any]:
-    return [s.name, s.calls, s.context, s.captured[0].prompt_tokens, s.max_prompt, k(s.prompt_tokens),
+    return [s.name, s.calls, s.context, s.first_prompt, s.max_prompt, k(s.prompt_tokens),
             k(s.response_tokens), k(s.captured_tokens), f"{s.generate_s:.1f}"]
 
 
@@ -484,11 +490,12 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=32768, help="the main agent's last prompt, tokens (default 32768)")
     parser.add_argument("--repeats", type=int, default=5, help="timed builds per measurement (median; default 5)")
     parser.add_argument("--sizes", default="", help="session sizes in calls, comma-separated (default: calls/8,/4,/2,1)")
-    parser.add_argument("--contexts", default="", help="contexts for the scaling table (default: context/2,1,2x)")
-    parser.add_argument("--profile", action="store_true", help="always print a cProfile of the main build")
+    parser.add_argument("--contexts", default="", help="contexts for the scaling table (default: context x1,2,4)")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="skip the cProfile of the slowest prefix_merge build (always run when one is over 1 s)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x] or sorted({max(2, args.calls // d) for d in (8, 4, 2, 1)})
-    contexts = [int(x) for x in args.contexts.split(",") if x] or [args.context // 2, args.context, args.context * 2]
+    contexts = [int(x) for x in args.contexts.split(",") if x] or [args.context, args.context * 2, args.context * 4]
     builders = [("per_request", "none"), ("per_request", "tokenizer"), ("prefix_merge", "none"),
                 ("prefix_merge", "tokenizer")]
     started = time.perf_counter()
@@ -513,52 +520,65 @@ def main() -> int:
     shape_measures = [measure(s, b, d, args.repeats) for s in (main_session, side_session, nothink_session)
                       for b, d in builders]
     print(table(MEASURE_HEADERS + ["labels"], [measure_row(m) + [m.labels] for m in shape_measures]))
+    merged = [m for m in shape_measures if m.builder == "prefix_merge"]
+    slow = [m for m in merged if m.median_s > GOAL_SECONDS]
+    goal = next(m for m in merged if m.session is main_session and m.decode == "none")
+    profiled = slow or ([] if args.no_profile else [goal, max(merged, key=lambda x: x.median_s)])
+    profiles = [(m, profile(m.session, "prefix_merge", m.decode)) for m in profiled]
+    side_session.release()
 
     heading(f"scaling with calls (append-only, {args.context}-token context)")
-    by_size = {args.calls: main_session}
+    size_measures = []
     for calls in sizes:
-        if calls not in by_size:
-            by_size[calls] = append_only(calls, args.context)
-    size_measures = [measure(by_size[c], b, d, args.repeats) for c in sizes for b, d in builders]
+        session = main_session if calls == args.calls else append_only(calls, args.context)
+        size_measures.extend(measure(session, b, d, args.repeats) for b, d in builders)
+        if session is not main_session:
+            session.release()
     print(table(MEASURE_HEADERS, [measure_row(m) for m in size_measures]))
 
+    heading("scaling with calls (no-think: every re-render differs from the sampled tokens; prefix_merge)")
+    nothink_measures = []
+    for calls in sizes:
+        session = nothink_session if calls == args.calls else append_only(calls, args.context, reasoning=False,
+                                                                          name="no-think")
+        nothink_measures.extend(measure(session, "prefix_merge", d, args.repeats) for d in DECODERS)
+        session.release()
+    print(table(MEASURE_HEADERS, [measure_row(m) for m in nothink_measures]))
+
     heading(f"scaling with context (append-only, {args.calls} calls)")
-    by_context = {args.context: main_session}
+    context_measures = []
     for context in contexts:
-        if context not in by_context:
-            by_context[context] = append_only(args.calls, context)
-    context_measures = [measure(by_context[c], b, d, args.repeats) for c in contexts for b, d in builders]
+        session = main_session if context == args.context else append_only(args.calls, context)
+        context_measures.extend(measure(session, b, d, args.repeats) for b, d in builders)
+        if session is not main_session:
+            session.release()
     print(table(MEASURE_HEADERS, [measure_row(m) for m in context_measures]))
+    main_session.release()
 
-    heading("linear in total tokens? build time per 1k captured tokens (us), across all append-only sessions")
-    linear = sorted({id(m.session): m.session for m in size_measures + context_measures}.values(),
-                    key=lambda s: s.captured_tokens)
-    rows = []
-    for s in linear:
-        row = [s.calls, s.context, k(s.captured_tokens)]
-        for b, d in builders:
-            m = next(x for x in size_measures + context_measures if x.session is s and x.builder == b and x.decode == d)
-            row.append(f"{m.median_s * 1e6 / (s.captured_tokens / 1000):.1f}")
-        rows.append(row)
+    heading("linear in total tokens? fastest build per 1k captured tokens (us), append-only sessions")
+    scaled = size_measures + [m for m in context_measures if m.session is not main_session]
+    linear = sorted({id(m.session): m.session for m in scaled}.values(), key=lambda s: s.captured_tokens)
+
+    def per_1k(s: Session, b: str, d: str, attr: str = "min_s") -> float:
+        m = next(x for x in scaled if x.session is s and x.builder == b and x.decode == d)
+        return getattr(m, attr) * 1e6 / (s.captured_tokens / 1000)
+
+    rows = [[s.calls, s.context, k(s.captured_tokens)] + [f"{per_1k(s, b, d):.1f}" for b, d in builders] for s in linear]
     print(table(["calls", "context", "captured"] + [f"{b}/{d}" for b, d in builders], rows))
+    span = linear[-1].captured_tokens / linear[0].captured_tokens
     for b, d in builders:
-        ratios = [next(x for x in size_measures + context_measures if x.session is s and x.builder == b
-                       and x.decode == d).median_s * 1e6 / (s.captured_tokens / 1000) for s in linear]
-        print(f"{b:>12} decode={d:<9}: us per 1k captured tokens {min(ratios):.1f}..{max(ratios):.1f} "
-              f"(max/min {max(ratios) / min(ratios):.2f} over a {linear[-1].captured_tokens / linear[0].captured_tokens:.0f}x "
-              "range of captured tokens)")
+        ratios = [per_1k(s, b, d) for s in linear]
+        print(f"{b:>12} decode={d:<9}: {min(ratios):.1f}..{max(ratios):.1f} us per 1k captured tokens "
+              f"(max/min {max(ratios) / min(ratios):.2f} over a {span:.0f}x range of captured tokens)")
 
-    goal = [m for m in shape_measures if m.session is main_session and m.builder == "prefix_merge"]
-    slow = [m for m in goal if m.median_s > GOAL_SECONDS]
-    if slow or args.profile:
-        for m in (slow or goal[-1:]):
-            heading(f"cProfile: prefix_merge decode={m.decode}, {main_session.calls} calls x {args.context} "
-                    f"(median {ms(m.median_s)} ms)")
-            print(profile(main_session, "prefix_merge", m.decode))
+    for m, text in profiles:
+        heading(f"cProfile: prefix_merge decode={m.decode} on {m.session.name} ({m.session.calls} calls, "
+                f"{args.context}-token context; median {ms(m.median_s)} ms; goal {GOAL_SECONDS:.0f} s)")
+        print(text)
 
     heading("summary (markdown)")
     print(f"Synthetic sessions on the real Qwen3.5 template and tokenizer: an append-only agent of {args.calls} calls "
-          f"whose prompt grows from {main_session.captured[0].prompt_tokens} to {main_session.max_prompt} tokens "
+          f"whose prompt grows from {main_session.first_prompt} to {main_session.max_prompt} tokens "
           f"({k(main_session.captured_tokens)} captured tokens). Build = `build_trajectory` with its invariant checks; "
           f"median of {args.repeats}; peak from tracemalloc.\n")
     print("| session | builder | decode | build (ms) | peak (MiB) | traces | breaks | trained tokens | tokens in traces |")
@@ -568,14 +588,14 @@ def main() -> int:
               f"{m.decode} | {ms(m.median_s)} | {mib(m.peak_bytes)} | {m.traces} | {m.breaks} | {m.trained:,} | "
               f"{m.trace_tokens:,} |")
     print("\n| calls x context | captured tokens | per_request (ms) | prefix_merge (ms) | prefix_merge + decode (ms) "
-          "| prefix_merge us / 1k tokens |")
+          "| prefix_merge us / 1k tokens (fastest run) |")
     print("|---|---:|---:|---:|---:|---:|")
     for s in linear:
-        pick = {(x.builder, x.decode): x for x in size_measures + context_measures if x.session is s}
+        pick = {(x.builder, x.decode): x for x in scaled if x.session is s}
         pm = pick[("prefix_merge", "none")]
         print(f"| {s.calls} x {s.context} | {k(s.captured_tokens)} | {ms(pick[('per_request', 'none')].median_s)} | "
               f"{ms(pm.median_s)} | {ms(pick[('prefix_merge', 'tokenizer')].median_s)} | "
-              f"{pm.median_s * 1e6 / (s.captured_tokens / 1000):.1f} |")
+              f"{per_1k(s, 'prefix_merge', 'none'):.1f} |")
     print(f"\n(total run {time.perf_counter() - started:.0f} s)")
     return 0
 

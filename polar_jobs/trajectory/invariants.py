@@ -47,8 +47,12 @@ def _context_problems(trace: Trace, by_id: dict[int, CapturedCompletion], eot: i
     turns: list[Turn] = []
     for previous_span, span in zip(trace.spans, trace.spans[1:]):
         turns.append(Turn(trace.response_ids[previous_span.start:previous_span.end], None))
-        current = by_id[span.completion_id]
-        result = align(trace.prompt_ids, turns, current.prompt_ids, eot, decode)
+        current, previous = by_id[span.completion_id], by_id[previous_span.completion_id]
+        if current.prompt_ids[:len(previous.prompt_ids)] == previous.prompt_ids:  # earlier turns verified already
+            result = align(trace.prompt_ids, turns, current.prompt_ids, eot, decode, start_turn=len(turns) - 1,
+                           start=len(previous.prompt_ids))
+        else:
+            result = align(trace.prompt_ids, turns, current.prompt_ids, eot, decode)
         interstitial = trace.response_ids[previous_span.end:span.start]
         if not result.matched:
             problems.append(f"completion {current.id}: its prompt is not the trace's conversation ({result.cause})")

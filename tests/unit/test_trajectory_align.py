@@ -232,7 +232,6 @@ def test_a_changed_interstitial_token_is_reported(merged):
     tampered.response_ids[INTER_1] = 40
     problems = violations(tampered, by_id, EOT, decode)
     assert "completion 2: the interstitial is not the rest of its prompt" in problems
-    assert any(p.startswith("completion 3: its prompt is not the trace's conversation") for p in problems)
 
 
 def test_a_mask_of_the_wrong_length_is_reported(merged):
