@@ -50,6 +50,46 @@ class Settings(BaseSettings):
     allow_untokenized: bool = False
     """Accept an upstream that returns no token ids (captures are marked untrainable)."""
 
+    # -- the job pipeline ----------------------------------------------------------------------
+    broker_url: str | None = None
+    """Redis URL for Celery; ``polar-jobs up`` starts an embedded Redis when it is not set."""
+
+    api_host: str = "127.0.0.1"
+    api_port: int = 8090
+    api_token: str | None = None
+    """Bearer token the intake API requires, when set."""
+
+    proxy_public_url: str | None = None
+    """The proxy's URL as harnesses reach it; default ``http://<proxy_host>:<proxy_port>``."""
+
+    ready_cap: int = 4
+    """READY buffer bound: sessions in init or ready (prepared, waiting for a running slot) at most."""
+
+    max_session_seconds: float = 4 * 3600
+    """The longest session budget intake accepts; the broker's visibility timeout is set above it."""
+
+    sweep_interval_s: float = 5.0
+    sweep_grace_s: float = 30.0
+    """How long past its budget a running session may go before the sweeper closes it."""
+
+    keep_session_files: bool = True
+    callback_secret: str = "polar-jobs-dev-secret"
+    """HMAC-SHA256 key for signing callback POSTs (set your own on a farm)."""
+
+    advantage_method: str = "grpo"
+    trajectory_decoder: str = "upstream"
+    """What judges re-rendered history in postrun: the upstream's /detokenize, 'qwen3.5', or 'none'."""
+
+    def proxy_url(self) -> str:
+        return (self.proxy_public_url or f"http://{self.proxy_host}:{self.proxy_port}").rstrip("/")
+
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    def visibility_timeout(self) -> int:
+        """Above the longest session budget, so a running message is never redelivered while it runs."""
+        return int(2 * self.max_session_seconds + 600)
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

@@ -13,11 +13,12 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from polar_jobs.runtimes.base import ExecResult, RuntimeError_
 
 _KILL_GRACE_S = 2.0
+_POLL_S = 0.5  # how often a running command checks whether it should stop
 _OUTPUT_LIMIT = 8 * 1024 * 1024  # characters kept per stream; the log file gets everything
 
 
@@ -43,7 +44,9 @@ class LocalRuntime:
         return env
 
     def exec(self, command: Sequence[str] | str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-             timeout: float | None = None, log: Path | None = None) -> ExecResult:
+             timeout: float | None = None, log: Path | None = None,
+             should_stop: Callable[[], bool] | None = None) -> ExecResult:
+        """Run to completion, or kill the process group at ``timeout`` or when ``should_stop()`` says so."""
         if self._stopped:
             raise RuntimeError_(f"runtime {self.root} is stopped")
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
@@ -56,13 +59,24 @@ class LocalRuntime:
             return ExecResult(127, "", f"{argv[0]}: {exc}", time.monotonic() - started)
         with self._lock:
             self._groups[process.pid] = process
+        self._remember_group(process.pid)
         timed_out = False
+        deadline = None if timeout is None else started + timeout
         try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process.pid, process=process)
-            stdout, stderr = process.communicate()
+            while True:
+                wait = _POLL_S if should_stop is not None else None
+                if deadline is not None:
+                    wait = max(0.0, min(wait or deadline, deadline - time.monotonic()))
+                try:
+                    stdout, stderr = process.communicate(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    expired = deadline is not None and time.monotonic() >= deadline
+                    if expired or (should_stop is not None and should_stop()):
+                        timed_out = expired
+                        _kill_group(process.pid, process=process)
+                        stdout, stderr = process.communicate()
+                        break
         finally:
             _kill_group(process.pid, grace=0)  # children left behind by a command that exited
             with self._lock:
@@ -71,6 +85,17 @@ class LocalRuntime:
             _append_log(log, argv, stdout, stderr, None if timed_out else process.returncode)
         return ExecResult(None if timed_out else process.returncode, stdout[-_OUTPUT_LIMIT:], stderr[-_OUTPUT_LIMIT:],
                           time.monotonic() - started, timed_out)
+
+    def _remember_group(self, pgid: int) -> None:
+        """Record the group on disk, so a later process (postrun, the sweeper) can still kill it."""
+        with open(self.root / "process-groups", "a", encoding="utf-8") as out:
+            out.write(f"{pgid}\n")
+
+    def _recorded_groups(self) -> list[int]:
+        try:
+            return [int(line) for line in (self.root / "process-groups").read_text().split()]
+        except (OSError, ValueError):
+            return []
 
     def upload(self, local: Path, remote: str) -> None:
         target = Path(remote if os.path.isabs(remote) else os.path.join(self.workdir, remote))
@@ -91,17 +116,24 @@ class LocalRuntime:
             shutil.copy2(source, local)
 
     def stop(self) -> None:
+        """Kill every process group this session started, from this process or an earlier one."""
         self._stopped = True
         with self._lock:
-            groups = list(self._groups.items())
-        for group, process in groups:
+            groups = dict(self._groups)
+        for group in self._recorded_groups():
+            groups.setdefault(group, None)
+        for group, process in groups.items():
             _kill_group(group, process=process)
         if not self.keep_files:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _kill_group(pgid: int, grace: float = _KILL_GRACE_S, process: subprocess.Popen | None = None) -> None:
-    """SIGTERM the whole process group, wait up to ``grace`` for its leader, then SIGKILL what is left."""
+    """SIGTERM the whole process group, wait up to ``grace`` for its leader, then SIGKILL what is left.
+
+    A recorded group whose leader is gone is only signalled if it still exists (``killpg`` fails
+    otherwise); process group ids are not reused while any member lives.
+    """
     try:
         os.killpg(pgid, signal.SIGTERM if grace else signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -25,7 +25,7 @@ TERMINAL_STATES = frozenset(
 )
 
 ALLOWED_TRANSITIONS: dict[SessionStatus, frozenset[SessionStatus]] = {
-    SessionStatus.PENDING: frozenset({SessionStatus.INIT, SessionStatus.CANCELLED}),
+    SessionStatus.PENDING: frozenset({SessionStatus.INIT, SessionStatus.CANCELLED, SessionStatus.TIMEOUT}),
     SessionStatus.INIT: frozenset({SessionStatus.READY, SessionStatus.POSTRUN, SessionStatus.FAILED,
                                    SessionStatus.CANCELLED, SessionStatus.TIMEOUT}),
     SessionStatus.READY: frozenset({SessionStatus.RUNNING, SessionStatus.POSTRUN, SessionStatus.CANCELLED,
@@ -51,8 +51,49 @@ class Session(SQLModel, table=True):
     task_id: str | None = Field(default=None, index=True)
     status: str = Field(default=SessionStatus.RUNNING.value, index=True)
     policy_version: int | None = None
-    created_at: float = Field(default_factory=time.time)
+    sample_index: int = 0
+    priority: int = Field(default=0, index=True)
+    deadline_at: float | None = None  # the session's whole budget, set when init starts
+    cancel_requested: bool = False
+    reward: float | None = None
+    result_json: str | None = None  # harness outcome, evaluation, trajectory summary (JSON)
+    created_at: float = Field(default_factory=time.time, index=True)
     updated_at: float = Field(default_factory=time.time)
+
+
+class Task(SQLModel, table=True):
+    """One submitted prompt: ``num_samples`` sessions whose results form one GRPO group."""
+
+    id: str = Field(primary_key=True)
+    idempotency_key: str | None = Field(default=None, index=True, unique=True)
+    request_json: str
+    num_samples: int
+    mode: str = "rl"
+    status: str = Field(default="open", index=True)  # open | finalized
+    cancelled: bool = False
+    n_done: int = 0  # sessions that reached a terminal state: the group's barrier
+    created_at: float = Field(default_factory=time.time)
+    deadline_at: float = 0.0  # past this, the sweeper closes sessions that never finished
+    finalized_at: float | None = None
+    group_json: str | None = None
+    callback_status: str | None = None  # pending | delivered | failed
+
+
+class GroupCursor(SQLModel, table=True):
+    """Finished groups in the order they finished: the stable cursor trainers poll with."""
+
+    cursor: int | None = Field(default=None, primary_key=True)
+    task_id: str = Field(unique=True, index=True)
+    finalized_at: float = Field(default_factory=time.time)
+
+
+class StoredTrajectory(SQLModel, table=True):
+    """A session's built trajectory (zlib-compressed JSON), written once in postrun."""
+
+    session_id: str = Field(primary_key=True)
+    builder: str
+    status: str
+    payload: bytes
 
 
 class Blob(SQLModel, table=True):
