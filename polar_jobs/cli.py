@@ -85,6 +85,28 @@ def export(fmt, session_ids, out, builder, max_tokens, reward, decoder) -> None:
                f"{counts['breaks']} breaks) → {out}", err=True)
 
 
+@main.command("swe-eval")
+@click.option("--instances", "instances_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="SWE-bench-style instances (.json list or dict, or .jsonl).")
+@click.option("--predictions", "predictions_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Predictions {instance_id, model_patch} (.jsonl, a JSON list, or a dict keyed by id).")
+@click.option("--repos", "repos_dir", type=click.Path(exists=True, file_okay=False), required=True,
+              help="Directory holding one git repository per repo, named owner__name.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, writable=True), required=True,
+              help="Summary and reports JSON; <id>.report.json files go next to it.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per instance [its timeout_s, 1800].")
+@click.option("--workers", type=int, default=1, show_default=True, help="Instances graded in parallel.")
+def swe_eval(instances_path, predictions_path, repos_dir, report_path, timeout_s, workers) -> None:
+    """Grade predictions SWE-bench style against local git checkouts (no Docker)."""
+    from polar_jobs.swe_eval import run_swe_eval
+
+    try:
+        run_swe_eval(instances_path, predictions_path, repos_dir, report_path, timeout_s=timeout_s,
+                     workers=workers, echo=click.echo)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @main.command("sim-upstream")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
@@ -96,6 +118,56 @@ def sim_upstream(host: str, port: int, model: str, max_model_len: int) -> None:
 
     click.echo(f"polar-jobs sim upstream on http://{host}:{port} serving {model}", err=True)
     run_sim(host, port, model, max_model_len)
+
+
+@main.command()
+@click.option("--host", default=None, help="Address [POLAR_API_HOST, 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port [POLAR_API_PORT, 8090].")
+def api(host, port) -> None:
+    """Serve the intake API (tasks in, groups out)."""
+    from polar_jobs.serving import serve_forever
+    from polar_jobs.stack import intake_app
+
+    settings = _settings(api_host=host, api_port=port)
+    click.echo(f"polar-jobs API on http://{settings.api_host}:{settings.api_port} "
+               f"(database {settings.resolved_database_url()})", err=True)
+    serve_forever(intake_app(settings), settings.api_host, settings.api_port)
+
+
+@main.command()
+@click.option("--queue", type=click.Choice(["init", "running", "postrun"]), required=True)
+@click.option("--concurrency", type=int, default=2, show_default=True, help="Parallel sessions of this stage.")
+@click.option("--beat", is_flag=True, help="Also run the periodic sweeper (one process per farm).")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(queue: str, concurrency: int, beat: bool, loglevel: str) -> None:
+    """Run a Celery worker (prefork) for one stage queue."""
+    from polar_jobs.tasks.app import celery_app
+
+    settings = Settings()
+    argv = ["worker", "-Q", queue, "-c", str(concurrency), "-n", f"{queue}@%h", "-E", "--loglevel", loglevel,
+            "--pool", "prefork"]
+    if beat:
+        argv += ["-B", "--schedule", str(settings.data_dir / "celerybeat-schedule")]
+    celery_app.worker_main(argv)
+
+
+@main.command()
+@click.option("--port", type=int, default=5555, show_default=True)
+@click.option("--address", default="127.0.0.1", show_default=True)
+@click.option("--basic-auth", default=None, help="user:password for the UI and API.")
+@click.option("--unauthenticated-api", is_flag=True, help="Serve Flower's /api without authentication.")
+def flower(port: int, address: str, basic_auth: str | None, unauthenticated_api: bool) -> None:
+    """Run Flower on the same Celery configuration."""
+    import os
+
+    from polar_jobs.tasks.app import celery_app
+
+    if unauthenticated_api:
+        os.environ["FLOWER_UNAUTHENTICATED_API"] = "true"
+    argv = ["flower", f"--port={port}", f"--address={address}"]
+    if basic_auth:
+        argv.append(f"--basic-auth={basic_auth}")
+    celery_app.start(argv)
 
 
 @main.command()
