@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -12,6 +13,8 @@ from polar_jobs.settings import Settings
 from polar_jobs.store import CaptureStore, make_engine
 from polar_jobs.store.jobs import JobStore
 from polar_jobs.trajectory.rerender import Decoder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,9 +39,19 @@ class Pipeline:
 
     @cached_property
     def decoder(self) -> Decoder | None:
+        """What judges re-rendered history; without a working one, builds trust the template (logged)."""
         from polar_jobs.exporting import make_decoder
 
-        return make_decoder(self.settings.trajectory_decoder, self.settings)
+        decode = make_decoder(self.settings.trajectory_decoder, self.settings)
+        if decode is None:
+            return None
+        try:
+            decode([0])
+        except Exception as exc:  # noqa: BLE001 - an unreachable upstream must not fail every postrun
+            log.warning("trajectory decoder %r unavailable (%s); re-rendered history is trusted as is",
+                        self.settings.trajectory_decoder, exc)
+            return None
+        return decode
 
     def runtime(self, session_id: str) -> LocalRuntime:
         """The session's runtime; the same object shape from any process (its state lives on disk)."""
