@@ -171,9 +171,56 @@ def flower(port: int, address: str, basic_auth: str | None, unauthenticated_api:
 
 
 @main.command()
+@click.option("--running-concurrency", type=int, default=4, show_default=True,
+              help="Sessions running at once (the running queue's worker pool).")
+@click.option("--upstream", default=None, help="vLLM-style engine base URL [POLAR_UPSTREAM_URL].")
+@click.option("--sim", is_flag=True, help="Also start the sim upstream (scripted policies) and use it.")
+def up(running_concurrency: int, upstream: str | None, sim: bool) -> None:
+    """Everything on one machine: Redis, SQLite, intake API, proxy, one worker per queue (Ctrl-C stops it)."""
+    from polar_jobs.up import run_up
+
+    if sim and upstream:
+        raise click.UsageError("--sim and --upstream exclude each other")
+    sys.exit(run_up(Settings(), running_concurrency=running_concurrency, upstream=upstream, sim=sim,
+                    echo=lambda line: click.echo(line)))
+
+
+@main.command()
+@click.argument("task_file", type=click.Path(dir_okay=False))
+@click.option("--api", "api_url", default=None, help="Intake API base URL [POLAR_API_URL, or POLAR_API_HOST/PORT].")
+@click.option("--follow", is_flag=True, help="Show progress until the group is finalized, then print the group.")
+@click.option("--idempotency-key", default=None, help="Submitting the same key twice returns the first task.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="With --follow: give up after this many seconds.")
+def submit(task_file: str, api_url: str | None, follow: bool, idempotency_key: str | None,
+           timeout_s: float | None) -> None:
+    """Submit a TaskRequest (.json or .yaml) to the intake API; POLAR_API_TOKEN is sent as a bearer token."""
+    from polar_jobs.submit import (ApiClient, default_api_url, follow_task, group_rows, load_task_file,
+                                   make_console, print_group, submit_task)
+
+    client = ApiClient(api_url or default_api_url())
+    answer = submit_task(client, load_task_file(task_file), idempotency_key)
+    click.echo(answer["task_id"])
+    click.echo(f"{'submitted' if answer['created'] else 'already submitted (same idempotency key)'}: "
+               f"{len(answer['session_ids'])} sessions", err=True)
+    if follow:
+        view = follow_task(client, answer["task_id"], make_console(stderr=True), timeout_s=timeout_s)
+        print_group(make_console(), view, group_rows(client, view))
+
+
+@main.command()
+@click.option("--api", "api_url", default=None, help="Intake API base URL [POLAR_API_URL, or POLAR_API_HOST/PORT].")
+@click.option("--limit", type=int, default=10, show_default=True, help="How many recent tasks.")
+def status(api_url: str | None, limit: int) -> None:
+    """Recent tasks with their session counts, and sessions by state."""
+    from polar_jobs.submit import ApiClient, default_api_url, make_console, show_status
+
+    show_status(ApiClient(api_url or default_api_url()), make_console(), limit=limit)
+
+
+@main.command()
 @click.option("--keep", is_flag=True, help="Keep the demo's database instead of a temporary one.")
 def demo(keep: bool) -> None:
-    """Run the demo: sim upstream + proxy; one agent loop through each provider API; show what was captured."""
+    """Run the demo: the whole stack with the sim upstream; one 4-sample task; its GRPO group and captures."""
     from polar_jobs.demo import run_demo
 
     sys.exit(run_demo(keep=keep))

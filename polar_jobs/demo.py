@@ -1,140 +1,134 @@
-"""``polar-jobs demo``: the sim upstream and the proxy on one machine, one agent loop per provider API.
+"""``polar-jobs demo``: the whole job system on one machine, one GRPO group, end to end.
 
-Each loop is what a harness does: ask, get a tool call, send the tool result, get the answer. Then
-the captured calls are checked against the upstream's own tokenizer and summarized.
+It starts what ``polar-jobs up --sim`` starts (the sim upstream, embedded Redis, SQLite, the intake
+API, the proxy, one Celery worker per queue), scripts the sim so the four samples of one task act
+differently (two write the right answer into a file, two a wrong one, each then answers in text),
+submits the task through the API, follows it stage by stage, and prints the group: reward, GRPO
+advantage, traces and tokens of every sample. Last, every captured model call is checked against
+the upstream's own tokenizer. Everything is stopped at the end, also on Ctrl-C.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import requests
 
-from polar_jobs.proxy.app import create_proxy_app
-from polar_jobs.serving import BackgroundServer
 from polar_jobs.settings import Settings
-from polar_jobs.sim import create_sim_app
-from polar_jobs.store import SessionStatus
+from polar_jobs.stack import Stack, free_port
+from polar_jobs.store import CaptureStore, make_engine
+from polar_jobs.submit import ApiClient, follow_task, group_rows, make_console, print_group, submit_task
+from polar_jobs.up import SimUpstream, StopSignals, Stopped, children, stop_all
 
-SIM_MODEL = "polar-sim-qwen3"
-TOOL_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-               "required": ["path", "content"]}
-
-
-def _anthropic(url: str, key: str) -> list[dict[str, Any]]:
-    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-    body = {"model": "claude-demo", "max_tokens": 1024, "system": "You are a coding agent.",
-            "tools": [{"name": "write_file", "description": "Write a file.", "input_schema": TOOL_SCHEMA}],
-            "messages": [{"role": "user", "content": "demo-anthropic: write notes.txt"}]}
-    first = _post(f"{url}/v1/messages?beta=true", headers, body)
-    call = next(block for block in first["content"] if block["type"] == "tool_use")
-    body["messages"] += [{"role": "assistant", "content": first["content"]},
-                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"],
-                                                       "content": "wrote 12 bytes"}]}]
-    return [first, _post(f"{url}/v1/messages?beta=true", headers, body)]
+NUM_SAMPLES = 4
+INSTRUCTION = "What is 6 times 7? Write just the number into answer.txt."
+ANSWER = "42"
+DEADLINE_S = 90
 
 
-def _chat(url: str, key: str) -> list[dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {key}"}
-    body = {"model": "qwen-code-demo", "tools": [{"type": "function", "function": {
-        "name": "write_file", "description": "Write a file.", "parameters": TOOL_SCHEMA}}],
-            "messages": [{"role": "system", "content": "You are a coding agent."},
-                         {"role": "user", "content": "demo-chat: write notes.txt"}]}
-    first = _post(f"{url}/v1/chat/completions", headers, body)
-    message = first["choices"][0]["message"]
-    body["messages"] += [message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
-                                   "content": "wrote 12 bytes"}]
-    return [first, _post(f"{url}/v1/chat/completions", headers, body)]
+def _shell(command: str, reasoning: str | None = None) -> dict[str, Any]:
+    call = {"name": "run_shell", "arguments": {"command": command}}
+    return {"kind": "reasoning_tool_call", "reasoning": reasoning, **call} if reasoning else {"kind": "tool_call", **call}
 
 
-def _responses(url: str, key: str) -> list[dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {key}"}
-    body = {"model": "codex-demo", "store": False, "reasoning": {"effort": "medium"},
-            "tools": [{"type": "function", "name": "write_file", "description": "Write a file.",
-                       "parameters": TOOL_SCHEMA, "strict": False}],
-            "input": [{"type": "message", "role": "developer", "content": "You are a coding agent."},
-                      {"type": "message", "role": "user", "content": "demo-responses: write notes.txt"}]}
-    first = _post(f"{url}/v1/responses", headers, body)
-    call = next(item for item in first["output"] if item["type"] == "function_call")
-    body["input"] += first["output"] + [{"type": "function_call_output", "call_id": call["call_id"],
-                                         "output": "wrote 12 bytes"}]
-    return [first, _post(f"{url}/v1/responses", headers, body)]
+# What the sim "samples": the first turn of each sample takes the next option in turn (a choice
+# policy in cycle mode, counted under the sim's lock), so 4 concurrent samples make 4 different moves.
+RULES = [
+    {"match": {"last_role": "user", "contains": "6 times 7"}, "policy": {"kind": "choice", "mode": "cycle", "options": [
+        _shell("echo 42 > answer.txt", reasoning="6 times 7 is 42."),
+        _shell("echo 48 > answer.txt", reasoning="6 times 8 is 48, so the answer is 48."),
+        _shell("printf '42\\n' > answer.txt"),
+        _shell("echo 54 > answer.txt"),
+    ]}},
+    {"match": {"last_role": "tool"}, "policy": {"kind": "choice", "mode": "cycle", "options": [
+        {"kind": "text", "text": "Wrote answer.txt."},
+        {"kind": "reasoning", "reasoning": "The file is written.", "text": "Done."},
+    ]}},
+]
 
 
-def _gemini(url: str, key: str) -> list[dict[str, Any]]:
-    headers = {"x-goog-api-key": key}
-    endpoint = f"{url}/v1beta/models/gemini-demo:generateContent"
-    body = {"systemInstruction": {"parts": [{"text": "You are a coding agent."}]},
-            "tools": [{"functionDeclarations": [{"name": "write_file", "description": "Write a file.",
-                                                 "parametersJsonSchema": TOOL_SCHEMA}]}],
-            "contents": [{"role": "user", "parts": [{"text": "demo-gemini: write notes.txt"}]}]}
-    first = _post(endpoint, headers, body)
-    content = first["candidates"][0]["content"]
-    call = next(part["functionCall"] for part in content["parts"] if "functionCall" in part)
-    body["contents"] += [content, {"role": "user", "parts": [{"functionResponse": {
-        "id": call["id"], "name": call["name"], "response": {"output": "wrote 12 bytes"}}}]}]
-    return [first, _post(endpoint, headers, body)]
-
-
-LOOPS: dict[str, Callable[[str, str], list[dict[str, Any]]]] = {
-    "anthropic": _anthropic, "openai_chat": _chat, "responses": _responses, "gemini": _gemini}
-
-
-def _post(url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
-    response = requests.post(url, headers=headers, json=body, timeout=60)
-    if response.status_code != 200:
-        raise click.ClickException(f"{url} answered {response.status_code}: {response.text[:300]}")
-    return response.json()
-
-
-def _script(sim_url: str) -> None:
-    rules = []
-    for provider in LOOPS:
-        marker = f"demo-{provider.split('_')[-1] if provider == 'openai_chat' else provider}"
-        rules.append({"match": {"contains": marker, "last_role": "user"}, "policy": {
-            "kind": "reasoning_tool_call", "reasoning": "The user wants a file; I will write it.",
-            "name": "write_file", "arguments": {"path": "notes.txt", "content": "hello polar\n"}}})
-        rules.append({"match": {"any_contains": marker, "last_role": "tool"},
-                      "policy": {"kind": "text", "text": "I wrote notes.txt."}})
-    requests.post(f"{sim_url}/sim/rules?replace=1", json=rules, timeout=10).raise_for_status()
+def demo_task() -> dict[str, Any]:
+    """The TaskRequest the demo submits (what a trainer would POST to /v1/tasks)."""
+    return {
+        "instruction": INSTRUCTION,
+        "num_samples": NUM_SAMPLES,
+        "timeout_seconds": 120,
+        "agent": {"harness": "shell", "command": f"{sys.executable} -m polar_jobs.harnesses.mini_agent {{instruction}}"},
+        "evaluator": {"name": "output", "config": {"checks": [
+            {"kind": "file_content", "path": "answer.txt", "regex": rf"^\s*{ANSWER}\s*$"}]}},
+        "metadata": {"source": "polar-jobs demo"},
+    }
 
 
 def run_demo(keep: bool = False) -> int:
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no per-request lines in the demo's output
     data_dir = Path(Settings().data_dir / "demo") if keep else Path(tempfile.mkdtemp(prefix="polar-demo-"))
-    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'demo.db'}")
-    with BackgroundServer(create_sim_app(model=SIM_MODEL, max_model_len=32768)) as sim:
-        settings = settings.model_copy(update={"upstream_url": sim.url})
-        app = create_proxy_app(settings)
-        service = app.extensions["polar_proxy"]
-        _script(sim.url)
-        with BackgroundServer(app) as proxy:
-            click.echo(f"sim upstream {sim.url} · proxy {proxy.url} · database {settings.resolved_database_url()}\n")
-            rows, failures = [], 0
-            for provider, loop in LOOPS.items():
-                session = service.sessions.create(status=SessionStatus.RUNNING)
-                started = time.perf_counter()
-                loop(proxy.url, session.api_key)
-                elapsed = time.perf_counter() - started
-                captured = service.captures.load_session(session.id)
-                faithful = sum(_faithful(sim.url, c) for c in captured)
-                failures += len(captured) - faithful
-                rows.append((provider, len(captured), [c.prompt_tokens for c in captured],
-                             sum(c.completion_tokens for c in captured), captured[-1].finish_reason,
-                             service.captures.stored_bytes(session.id)["total"], f"{faithful}/{len(captured)}",
-                             f"{elapsed * 1000:.0f} ms"))
-    _print_table(rows)
-    click.echo(f"\n{'all captured calls match' if not failures else f'{failures} captured calls DO NOT match'} "
-               "the upstream's own tokenization (prompt ids, sampled ids, logprobs).")
-    if keep:
-        click.echo(f"inspect them with: POLAR_DATABASE_URL={settings.resolved_database_url()} polar-jobs captures")
-    return 0 if not failures else 1
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'demo.db'}",
+                       api_port=free_port(), proxy_port=free_port(), proxy_public_url=None)
+    console = make_console()
+    stack: Stack | None = None
+    sim: SimUpstream | None = None
+    signals = StopSignals()
+    code = 1
+    started = time.monotonic()
+    try:
+        with signals.deferred():  # a signal while starting is raised once every child is tracked
+            sim = SimUpstream(data_dir / "logs", max_model_len=32768)
+            sim.start()
+            requests.post(f"{sim.url}/sim/rules?replace=1", json=RULES, timeout=10).raise_for_status()
+            stack = Stack(settings, running_concurrency=NUM_SAMPLES, upstream=sim.url, log_dir=data_dir / "logs")
+            stack.start()
+        api = f"http://{settings.api_host}:{settings.api_port}"
+        console.print(f"started in {time.monotonic() - started:.1f} s: sim upstream {sim.url} · proxy "
+                      f"{settings.proxy_url()} · API {api} · redis {stack.settings.broker_url} · "
+                      "workers init, running, postrun")
+        console.print(f"task: {NUM_SAMPLES} samples of `python -m polar_jobs.harnesses.mini_agent {{instruction}}` "
+                      f"(shell harness), instruction {INSTRUCTION!r}")
+        console.print(f"      evaluator `output`: answer.txt must hold {ANSWER}; the sim answers each sample "
+                      "differently (a `choice` policy in cycle mode)")
+        client = ApiClient(api)
+        answer = submit_task(client, demo_task())
+        console.print(f"submitted task {answer['task_id']}\n")
+        view = follow_task(client, answer["task_id"], console, poll_s=0.25, timeout_s=DEADLINE_S)
+        console.print()
+        rows = group_rows(client, view)
+        print_group(console, view, rows)
+        code = _verdict(console, rows, _fidelity(console, settings, sim.url, answer["session_ids"]))
+    except Stopped as exc:
+        console.print(f"{exc}: stopping")
+        code = 130
+    except (click.ClickException, RuntimeError, requests.RequestException) as exc:
+        console.print(f"error: {exc.format_message() if isinstance(exc, click.ClickException) else exc}")
+    finally:
+        stop_all(stack, sim)
+        signals.restore()
+    left = [f"{name} pid {p.pid}" for name, p in children(stack, sim) if p.poll() is None]
+    console.print(f"stopped every process ({time.monotonic() - started:.1f} s in all)" if not left
+                  else f"still running: {', '.join(left)}")
+    if keep or code not in (0, 130):  # a failure keeps its logs; an interrupted run is cleaned up
+        console.print(f"logs and database kept in {data_dir} (POLAR_DATABASE_URL={settings.resolved_database_url()} "
+                      "polar-jobs captures)")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return code
+
+
+def _fidelity(console, settings: Settings, sim_url: str, session_ids: list[str]) -> tuple[int, int]:
+    """(faithful, captured) over every call of every session: prompt ids equal the sim's /tokenize of
+    the stored normalized request, and sampled ids and logprobs equal the upstream's answer."""
+    captures = CaptureStore(make_engine(settings.resolved_database_url()))
+    captured = [c for sid in session_ids for c in captures.load_session(sid)]
+    faithful = sum(_faithful(sim_url, c) for c in captured)
+    console.print(f"\nproxy capture fidelity: {faithful}/{len(captured)} captured calls match the upstream's own "
+                  "tokenization\n  (prompt ids = the sim's /tokenize of the stored normalized request; sampled ids "
+                  "and logprobs = the upstream's answer)")
+    return faithful, len(captured)
 
 
 def _faithful(sim_url: str, completion) -> bool:
@@ -147,11 +141,19 @@ def _faithful(sim_url: str, completion) -> bool:
             and completion.logprobs == [entry["logprob"] for entry in choice["logprobs"]["content"]])
 
 
-def _print_table(rows: list[tuple]) -> None:
-    header = ("provider API", "calls", "prompt tokens", "sampled", "last finish", "stored bytes", "faithful", "time")
-    table = [header] + [tuple(json.dumps(v) if isinstance(v, list) else str(v) for v in row) for row in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for index, row in enumerate(table):
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
-        if index == 0:
-            click.echo("  ".join("-" * width for width in widths))
+def _verdict(console, rows: list[dict[str, Any]], fidelity: tuple[int, int]) -> int:
+    faithful, captured = fidelity
+    problems = []
+    if len(rows) != NUM_SAMPLES:
+        problems.append(f"the group has {len(rows)} samples, not {NUM_SAMPLES}")
+    problems += [f"sample {r['sample']} ended {r['status']}" for r in rows if r["status"] != "done"]
+    problems += [f"sample {r['sample']} has no reward" for r in rows if r["reward"] is None]
+    if captured == 0 or faithful != captured:
+        problems.append(f"{captured - faithful} of {captured} captured calls do not match the upstream")
+    if problems:
+        console.print("demo FAILED: " + "; ".join(problems))
+        return 1
+    rewards = sorted({r["reward"] for r in rows})
+    console.print(f"demo OK: {len(rows)} samples, rewards {rewards}, "
+                  f"{sum(r['trained_tokens'] for r in rows)} trained tokens in {sum(r['traces'] for r in rows)} traces")
+    return 0

@@ -24,7 +24,7 @@ QUEUES = ("init", "running", "postrun")
 
 def intake_app(settings: Settings) -> Flask:
     """The intake API; admission runs in the API process and starts each session's Celery chain."""
-    from polar_jobs.tasks.app import start_session
+    from polar_jobs.tasks.app import finalize_group, start_session
 
     pipeline = Pipeline(settings)
 
@@ -35,7 +35,9 @@ def intake_app(settings: Settings) -> Flask:
             return {}
 
     return create_intake_app(settings, pipeline.jobs, pipeline.captures,
-                             admit=lambda: admission.admit(pipeline, start_session), metrics_extra=queue_lengths)
+                             admit=lambda: admission.admit(pipeline, start_session), metrics_extra=queue_lengths,
+                             finalize=lambda task_id: finalize_group.apply_async((task_id,),
+                                                                                  task_id=f"finalize:{task_id}"))
 
 
 def free_port() -> int:

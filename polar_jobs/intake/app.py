@@ -26,8 +26,10 @@ MAX_GROUPS_PER_PAGE = 100
 
 
 def create_intake_app(settings: Settings, jobs: JobStore, captures: CaptureStore,
-                      admit: Callable[[], Any], metrics_extra: Callable[[], dict[str, float]] | None = None) -> Flask:
-    """``admit`` releases pending sessions (after a submit or cancel); ``metrics_extra`` adds gauges."""
+                      admit: Callable[[], Any], metrics_extra: Callable[[], dict[str, float]] | None = None,
+                      finalize: Callable[[str], Any] | None = None) -> Flask:
+    """``admit`` releases pending sessions (after a submit or cancel); ``finalize`` closes a group whose
+    last sessions the API itself ended (a cancel); ``metrics_extra`` adds gauges."""
     app = Flask("polar_jobs.intake")
     app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
 
@@ -48,16 +50,21 @@ def create_intake_app(settings: Settings, jobs: JobStore, captures: CaptureStore
         if not isinstance(body, dict):
             return _json(422, {"error": "invalid task request", "fields": [
                 {"field": "(body)", "message": "a JSON object is required"}]})
+        fields: list[dict[str, str]] = []
+        task_request: TaskRequest | None = None
         try:
             task_request = TaskRequest.model_validate(body)
         except ValidationError as exc:
-            return _json(422, {"error": "invalid task request", "fields": [
-                {"field": ".".join(map(str, error["loc"])) or "(body)", "message": error["msg"]}
-                for error in exc.errors()]})
-        if task_request.timeout_seconds > settings.max_session_seconds:
-            return _json(422, {"error": "invalid task request", "fields": [
-                {"field": "timeout_seconds", "message": f"must be at most {settings.max_session_seconds:.0f} "
-                                                        "(POLAR_MAX_SESSION_SECONDS)"}]})
+            fields = [{"field": ".".join(map(str, error["loc"])) or "(body)", "message": error["msg"]}
+                      for error in exc.errors()]
+        # the budget limit is checked even when other fields are invalid: a 422 names every invalid field
+        timeout = task_request.timeout_seconds if task_request else body.get("timeout_seconds")
+        if _exceeds(timeout, settings.max_session_seconds) and not any(
+                f["field"] == "timeout_seconds" for f in fields):
+            fields.append({"field": "timeout_seconds", "message": f"must be at most {settings.max_session_seconds:.0f} "
+                                                                 "(POLAR_MAX_SESSION_SECONDS)"})
+        if fields or task_request is None:
+            return _json(422, {"error": "invalid task request", "fields": fields})
         try:
             task, created = jobs.create_task(task_request, request.headers.get("Idempotency-Key"))
         except IdempotencyConflict as exc:
@@ -70,7 +77,11 @@ def create_intake_app(settings: Settings, jobs: JobStore, captures: CaptureStore
 
     @app.get("/v1/tasks")
     def list_tasks() -> Response:
-        return _json(200, {"tasks": views.task_list(jobs, limit=min(int(request.args.get("limit", 50)), 500))})
+        try:
+            limit = int(request.args.get("limit", 50))
+        except ValueError:
+            return _json(400, {"error": "limit must be an integer"})
+        return _json(200, {"tasks": views.task_list(jobs, limit=max(1, min(limit, 500)))})
 
     @app.get("/v1/tasks/<task_id>")
     def get_task(task_id: str) -> Response:
@@ -85,8 +96,10 @@ def create_intake_app(settings: Settings, jobs: JobStore, captures: CaptureStore
             return _json(404, {"error": f"no task {task_id}"})
         pending = jobs.request_cancel(task_id)
         for session_id in pending:
-            jobs.finish(session_id, SessionStatus.CANCELLED, result={"reason": "cancelled before it started"})
-        admit()  # lets the group finish if that was its last session
+            finished = jobs.finish(session_id, SessionStatus.CANCELLED, result={"reason": "cancelled before it started"})
+            if finished is not None and finished.group_complete and finalize is not None:
+                finalize(task_id)
+        admit()
         return _json(202, views.task_view(jobs, jobs.task(task_id)))
 
     @app.get("/v1/sessions/<session_id>")
@@ -136,6 +149,13 @@ def create_intake_app(settings: Settings, jobs: JobStore, captures: CaptureStore
         return _json(exc.code or 500, {"error": exc.description or exc.name})
 
     return app
+
+
+def _exceeds(value: Any, maximum: float) -> bool:
+    try:
+        return float(value) > maximum
+    except (TypeError, ValueError):
+        return False
 
 
 def _json(status: int, body: Any) -> Response:

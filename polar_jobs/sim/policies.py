@@ -1,15 +1,20 @@
 """Scripted policies: what the simulated model "samples" for a request.
 
 A policy is a plain dict (see `POLICY_KINDS`); `render_policy` turns it into the
-exact text the model would emit before its `<|im_end|>` stop token.
+exact text the model would emit before its `<|im_end|>` stop token. A `choice` policy
+(`{"kind": "choice", "options": [policy, ...], "mode": "cycle"|"random", "seed": int?}`)
+picks one of its options per use; `resolve_policy` does the picking with state the caller
+keeps (the `RuleBook` keeps it per rule, under its lock).
 """
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
-POLICY_KINDS = ("text", "tool_call", "tool_calls", "reasoning", "reasoning_tool_call", "error")
+POLICY_KINDS = ("text", "tool_call", "tool_calls", "reasoning", "reasoning_tool_call", "error", "choice")
+CHOICE_MODES = ("cycle", "random")
 DEFAULT_SNIPPET = 40
 
 
@@ -64,6 +69,8 @@ def render_policy(policy: dict) -> str:
         return render_calls(policy_calls(policy), text)
     if kind == "reasoning_tool_call":
         return render_think(policy["reasoning"]) + render_calls(policy_calls(policy), text)
+    if kind == "choice":
+        raise PolicyError("a choice policy has no text of its own: resolve it first (resolve_policy)")
     raise PolicyError(f"policy kind {kind!r} has no sampled text")
 
 
@@ -72,6 +79,8 @@ def validate_policy(policy: Any) -> dict:
     if not isinstance(policy, dict) or policy.get("kind") not in POLICY_KINDS:
         raise PolicyError(f"policy must be an object with kind in {POLICY_KINDS}")
     kind = policy["kind"]
+    if kind == "choice":
+        _validate_choice(policy)
     if kind in ("reasoning", "reasoning_tool_call") and not isinstance(policy.get("reasoning"), str):
         raise PolicyError(f"{kind} policy needs a string 'reasoning'")
     if kind in ("tool_call", "reasoning_tool_call"):
@@ -91,6 +100,46 @@ def validate_policy(policy: Any) -> dict:
     if not isinstance(policy.get("delay_ms", 0), (int, float)):
         raise PolicyError("'delay_ms' must be a number")
     return policy
+
+
+def _validate_choice(policy: dict) -> None:
+    options = policy.get("options")
+    if not isinstance(options, list) or not options:
+        raise PolicyError("choice policy needs a non-empty 'options' list of policies")
+    for index, option in enumerate(options):
+        try:
+            validate_policy(option)
+        except PolicyError as exc:
+            raise PolicyError(f"choice option {index}: {exc}") from None
+    if policy.get("mode", "cycle") not in CHOICE_MODES:
+        raise PolicyError(f"choice policy 'mode' must be one of {CHOICE_MODES}")
+    seed = policy.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise PolicyError("choice policy 'seed' must be an integer")
+
+
+def resolve_policy(policy: dict, state: dict[str, Any], path: str = "") -> dict:
+    """The concrete policy for one use: a `choice` picks an option (recursively), anything else is itself.
+
+    `state` maps each choice's position in the policy tree to its cycle counter or its random
+    generator; the caller keeps it between uses (and serializes access to it).
+    """
+    if policy.get("kind") != "choice":
+        return policy
+    options = policy["options"]
+    if policy.get("mode", "cycle") == "cycle":
+        index = state.get(path, 0)
+        state[path] = index + 1
+        index %= len(options)
+    else:
+        generator = state.get(path)
+        if generator is None:
+            generator = state[path] = random.Random(policy.get("seed"))
+        index = generator.randrange(len(options))
+    chosen = resolve_policy(options[index], state, f"{path}/{index}")
+    if "delay_ms" in policy and "delay_ms" not in chosen:
+        chosen = {**chosen, "delay_ms": policy["delay_ms"]}
+    return chosen
 
 
 def message_text(message: Any) -> str:

@@ -2,7 +2,9 @@
 
 A rule is `{"match": {...}, "policy": {...}, "times": N?}`. All match keys are
 optional and AND-ed; the first matching rule wins; `times` counts down and the
-rule is dropped at zero. The `RuleBook` is owned by one app and guarded by a lock.
+rule is dropped at zero. A `choice` policy is resolved at selection, with its cycle counter
+or random generator kept in the rule, so concurrent requests take the options in a fixed
+order. The `RuleBook` is owned by one app and guarded by a lock.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import copy
 import threading
 from typing import Any
 
-from .policies import PolicyError, default_policy, message_text, validate_policy
+from .policies import PolicyError, default_policy, message_text, resolve_policy, validate_policy
 
+STATE_KEY = "_state"  # per rule: choice counters and generators (never in snapshots)
 MATCH_KEYS = ("contains", "any_contains", "last_role", "has_tools", "tool", "model")
 
 
@@ -60,13 +63,15 @@ class RuleBook:
 
     def __init__(self, rules: list | None = None):
         self._lock = threading.Lock()
-        self._rules: list[dict] = [validate_rule(r) for r in rules or []]
+        self._rules: list[dict] = [{**validate_rule(r), STATE_KEY: {}} for r in rules or []]
 
     def add(self, rules: list, replace: bool = False) -> None:
         """Append rules (or replace all of them)."""
         if not isinstance(rules, list):
             raise PolicyError("rules must be a JSON list")
         checked = [validate_rule(r) for r in rules]
+        for rule in checked:
+            rule[STATE_KEY] = {}
         with self._lock:
             self._rules = checked if replace else self._rules + checked
 
@@ -78,7 +83,8 @@ class RuleBook:
     def snapshot(self) -> list[dict]:
         """A copy of the current rules."""
         with self._lock:
-            return copy.deepcopy(self._rules)
+            return [{key: copy.deepcopy(value) for key, value in rule.items() if key != STATE_KEY}
+                    for rule in self._rules]
 
     def select(self, request: dict) -> dict:
         """The policy for a request: first matching rule (consuming one use), else the default."""
@@ -89,5 +95,5 @@ class RuleBook:
                         rule["times"] -= 1
                         if rule["times"] == 0:
                             del self._rules[index]
-                    return copy.deepcopy(rule["policy"])
+                    return copy.deepcopy(resolve_policy(rule["policy"], rule[STATE_KEY]))
         return default_policy(request.get("messages") or [])

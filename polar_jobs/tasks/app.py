@@ -10,7 +10,8 @@ import logging
 
 import requests
 from celery import Celery, Task, chain
-from celery.signals import worker_init, worker_process_init
+from celery.exceptions import WorkerLostError
+from celery.signals import task_failure, worker_init, worker_process_init
 
 from polar_jobs.settings import Settings
 from polar_jobs.store.models import SessionStatus as S
@@ -60,6 +61,14 @@ class _Stage(Task):
             _after_finish(pipeline.jobs.finish(session_id, S.FAILED, result={"error": f"init lost: {exc!r}"}))
         elif self.name == "polar_jobs.postrun":
             _after_finish(pipeline.jobs.finish(session_id, S.FAILED, result={"error": f"postrun lost: {exc!r}"}))
+
+
+@task_failure.connect
+def _stage_worker_lost(sender=None, task_id=None, exception=None, args=None, kwargs=None, einfo=None, **_) -> None:
+    """A SIGKILLed (OOM-killed) pool child: Celery's parent only marks the task failed and sends this signal,
+    it does not call ``on_failure`` (it does for hard time limits), so the lost stage is handled here."""
+    if isinstance(sender, _Stage) and isinstance(exception, WorkerLostError):
+        sender.on_failure(exception, task_id, args or (), kwargs or {}, einfo)
 
 
 def start_session(session_id: str) -> None:

@@ -88,6 +88,11 @@ def running_stage(pipeline: Pipeline, session_id: str, admit=None) -> str:
     request = pipeline.jobs.request_of(session.task_id)
     runtime = pipeline.runtime(session_id)
     started = time.time()
+    if session.cancel_requested:  # cancelled while it waited in READY: postrun ends it, the harness never starts
+        outcome = {"exit_code": None, "timed_out": False, "cancelled": True, "duration_s": 0.0}
+        pipeline.jobs.transition(session_id, S.RUNNING, S.POSTRUN,
+                                 result_json=jsonio.dumps({"harness": outcome}).decode())
+        return "postrun"
     try:
         harness = for_agent(request.agent)
         context = HarnessContext(proxy_url=pipeline.settings.proxy_url(), api_key=session.api_key,
