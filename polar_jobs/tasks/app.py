@@ -7,6 +7,7 @@ the queues of the same names; the chain starts when admission claims the session
 from __future__ import annotations
 
 import logging
+import threading
 
 import requests
 from celery import Celery, Task, chain
@@ -95,13 +96,14 @@ def init(session_id: str) -> str:
 
 @celery_app.task(name="polar_jobs.running", base=_Stage)
 def running(session_id: str) -> str:
-    return stages.running_stage(current(), session_id, admit=lambda: admission.admit(current(), start_session))
+    # admission (a READY slot just freed) runs beside the harness's start, not before it
+    return stages.running_stage(current(), session_id, admit=lambda: threading.Thread(
+        target=admission.admit, args=(current(), start_session), name="admit", daemon=True).start())
 
 
 @celery_app.task(name="polar_jobs.postrun", base=_Stage)
 def postrun(session_id: str) -> str:
     _after_finish(stages.postrun_stage(current(), session_id))
-    admission.admit(current(), start_session)
     return "done"
 
 
