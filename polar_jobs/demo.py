@@ -24,7 +24,7 @@ from polar_jobs.settings import Settings
 from polar_jobs.stack import Stack, free_port
 from polar_jobs.store import CaptureStore, make_engine
 from polar_jobs.submit import ApiClient, follow_task, group_rows, make_console, print_group, submit_task
-from polar_jobs.up import SimUpstream, StopSignals, Stopped, children, stop_all
+from polar_jobs.up import SimUpstream, StopSignals, Stopped, children, create_schema, stop_all
 
 NUM_SAMPLES = 4
 INSTRUCTION = "What is 6 times 7? Write just the number into answer.txt."
@@ -78,6 +78,7 @@ def run_demo(keep: bool = False) -> int:
     code = 1
     started = time.monotonic()
     try:
+        create_schema(settings)
         with signals.deferred():  # a signal while starting is raised once every child is tracked
             sim = SimUpstream(data_dir / "logs", max_model_len=32768)
             sim.start()
@@ -86,10 +87,12 @@ def run_demo(keep: bool = False) -> int:
             stack.start()
         api = f"http://{settings.api_host}:{settings.api_port}"
         console.print(f"started in {time.monotonic() - started:.1f} s: sim upstream {sim.url} · proxy "
-                      f"{settings.proxy_url()} · API {api} · redis {stack.settings.broker_url} · "
-                      "workers init, running, postrun")
+                      f"{settings.proxy_url()} · API {api}")
+        console.print(f"      redis {stack.settings.broker_url} · a worker per queue (init, running, postrun) · "
+                      f"SQLite {settings.resolved_database_url()}")
         console.print(f"task: {NUM_SAMPLES} samples of `python -m polar_jobs.harnesses.mini_agent {{instruction}}` "
-                      f"(shell harness), instruction {INSTRUCTION!r}")
+                      "(shell harness)")
+        console.print(f"      instruction {INSTRUCTION!r}")
         console.print(f"      evaluator `output`: answer.txt must hold {ANSWER}; the sim answers each sample "
                       "differently (a `choice` policy in cycle mode)")
         client = ApiClient(api)

@@ -16,6 +16,7 @@ from flask import Flask
 
 from polar_jobs.intake import create_intake_app
 from polar_jobs.settings import Settings
+from polar_jobs.store import make_engine
 from polar_jobs.tasks import admission
 from polar_jobs.tasks.pipeline import Pipeline
 
@@ -124,6 +125,7 @@ class Stack:
             self.redis = EmbeddedRedis().start()
             self.settings = self.settings.model_copy(update={"broker_url": self.redis.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        make_engine(self.settings.resolved_database_url()).dispose()  # tables exist before any child starts
         cli = [sys.executable, "-m", "polar_jobs.cli"]
         self._spawn("api", cli + ["api"])
         self._spawn("proxy", cli + ["proxy"])

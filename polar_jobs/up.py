@@ -133,6 +133,14 @@ class StopSignals:
             signal.signal(sig, handler)
 
 
+def create_schema(settings: Settings) -> None:
+    """Create the tables once, here, before the API, the proxy and the workers all start at the same moment
+    (each creates them if missing; on a fresh SQLite file two of them racing makes one fail)."""
+    from polar_jobs.store import make_engine
+
+    make_engine(settings.resolved_database_url()).dispose()
+
+
 def port_in_use(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug binds
@@ -156,6 +164,7 @@ def run_up(settings: Settings, *, running_concurrency: int = 4, upstream: str | 
     signals = StopSignals()
     code = 0
     try:
+        create_schema(settings)
         with signals.deferred():
             if sim:
                 simulator = SimUpstream(log_dir)

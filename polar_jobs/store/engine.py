@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from polar_jobs.store import models  # noqa: F401  (registers the tables)
@@ -21,7 +22,12 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=16, max_overflow=16)
-    SQLModel.metadata.create_all(engine)
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as exc:  # another process created a table between the check and the CREATE
+        if "already exists" not in str(exc):
+            raise
+        SQLModel.metadata.create_all(engine)
     return engine
 
 

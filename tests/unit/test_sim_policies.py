@@ -1,13 +1,15 @@
 """Scripted policies, rule matching, and the render → parse round trip."""
 
 import json
+import threading
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polar_jobs.sim.parser import parse_output
-from polar_jobs.sim.policies import PolicyError, default_policy, render_policy
+from polar_jobs.sim.policies import PolicyError, default_policy, render_policy, resolve_policy, validate_policy
 from polar_jobs.sim.rules import RuleBook
 
 pytestmark = pytest.mark.unit
@@ -81,6 +83,108 @@ def test_bad_rules_rejected():
         RuleBook([{"match": {"colour": "red"}, "policy": {"kind": "text", "text": ""}}])
     with pytest.raises(PolicyError):
         RuleBook([{"match": {}, "policy": {"kind": "text", "text": ""}, "times": 0}])
+
+
+def text(value):
+    return {"kind": "text", "text": value}
+
+
+def test_choice_cycle_takes_options_in_turn():
+    book = RuleBook([{"match": {}, "policy": {"kind": "choice", "mode": "cycle",
+                                              "options": [text("a"), text("b"), text("c")]}}])
+    assert [book.select(request("x"))["text"] for _ in range(7)] == ["a", "b", "c", "a", "b", "c", "a"]
+    snapshot = book.snapshot()
+    assert snapshot[0]["policy"]["kind"] == "choice" and "_state" not in snapshot[0]
+
+
+def test_choice_cycle_is_the_default_mode_and_counts_per_rule():
+    book = RuleBook([
+        {"match": {"contains": "one"}, "policy": {"kind": "choice", "options": [text("1a"), text("1b")]}},
+        {"match": {"contains": "two"}, "policy": {"kind": "choice", "options": [text("2a"), text("2b")]}},
+    ])
+    picks = [book.select(request(word))["text"] for word in ("one", "two", "two", "one", "two")]
+    assert picks == ["1a", "2a", "2b", "1b", "2a"]
+
+
+def test_choice_cycle_is_exact_under_concurrent_requests():
+    options = [text(str(i)) for i in range(4)]
+    book = RuleBook([{"match": {}, "policy": {"kind": "choice", "mode": "cycle", "options": options}}])
+    picks: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        for _ in range(50):
+            chosen = book.select(request("x"))["text"]
+            with lock:
+                picks.append(chosen)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Counter(picks) == {str(i): 100 for i in range(4)}
+
+
+def test_choice_random_with_seed_is_reproducible_and_uses_every_option():
+    policy = {"kind": "choice", "mode": "random", "seed": 7, "options": [text("a"), text("b"), text("c")]}
+    first, second = RuleBook([{"match": {}, "policy": policy}]), RuleBook([{"match": {}, "policy": policy}])
+    draws = [first.select(request("x"))["text"] for _ in range(60)]
+    assert draws == [second.select(request("x"))["text"] for _ in range(60)]
+    assert set(draws) == {"a", "b", "c"}
+    assert draws != ["a", "b", "c"] * 20  # drawn, not cycled
+    other = RuleBook([{"match": {}, "policy": {**policy, "seed": 8}}])
+    assert [other.select(request("x"))["text"] for _ in range(60)] != draws
+
+
+def test_choice_unseeded_random_picks_only_options():
+    book = RuleBook([{"match": {}, "policy": {"kind": "choice", "mode": "random", "options": [text("a"), text("b")]}}])
+    assert {book.select(request("x"))["text"] for _ in range(40)} <= {"a", "b"}
+
+
+def test_choice_nested_options_resolve_recursively():
+    inner = {"kind": "choice", "options": [text("i1"), text("i2")]}
+    book = RuleBook([{"match": {}, "policy": {"kind": "choice", "options": [inner, text("o")]}}])
+    assert [book.select(request("x"))["text"] for _ in range(6)] == ["i1", "o", "i2", "o", "i1", "o"]
+
+
+def test_choice_resolves_tool_calls_and_keeps_times_and_delay():
+    call = {"kind": "tool_call", "name": "run_shell", "arguments": {"command": "echo 42"}}
+    book = RuleBook([{"match": {}, "times": 2,
+                      "policy": {"kind": "choice", "delay_ms": 5, "options": [call, text("no")]}}])
+    first, second, third = (book.select(request("x")) for _ in range(3))
+    assert first == {**call, "delay_ms": 5} and "<function=run_shell>" in render_policy(first)
+    assert second == {"kind": "text", "text": "no", "delay_ms": 5}
+    assert third["text"] == "Sim reply to: x"  # the rule was used up
+
+
+def test_resolve_policy_leaves_plain_policies_alone():
+    state: dict = {}
+    assert resolve_policy(text("t"), state) == text("t") and state == {}
+
+
+@pytest.mark.parametrize("policy", [
+    {"kind": "choice"},
+    {"kind": "choice", "options": []},
+    {"kind": "choice", "options": text("a")},
+    {"kind": "choice", "options": [text("a"), {"kind": "tool_call"}]},
+    {"kind": "choice", "options": [{"kind": "choice", "options": [{"kind": "nope"}]}]},
+    {"kind": "choice", "options": [text("a")], "mode": "shuffle"},
+    {"kind": "choice", "options": [text("a")], "mode": "random", "seed": "7"},
+    {"kind": "choice", "options": [text("a")], "mode": "random", "seed": True},
+])
+def test_bad_choice_policies_rejected(policy):
+    with pytest.raises(PolicyError):
+        validate_policy(policy)
+    with pytest.raises(PolicyError):
+        RuleBook([{"match": {}, "policy": policy}])
+
+
+def test_unresolved_choice_has_no_text():
+    with pytest.raises(PolicyError):
+        render_policy({"kind": "choice", "options": [text("a")]})
 
 
 def test_default_replies():
