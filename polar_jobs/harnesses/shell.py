@@ -16,6 +16,12 @@ class ShellHarness:
             raise ValueError("the shell harness needs agent.command")
         self.spec = spec
 
+    def install(self) -> None:
+        return None
+
+    def setup(self, runtime, context: HarnessContext) -> None:
+        return None
+
     def env(self, context: HarnessContext) -> dict[str, str]:
         return {**provider_env(context), **self.spec.env}
 

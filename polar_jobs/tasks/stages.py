@@ -41,6 +41,7 @@ def init_stage(pipeline: Pipeline, session_id: str) -> str:
     runtime = pipeline.runtime(session_id)
     try:
         runtime.start()
+        for_agent(request.agent).install()  # once per machine, into a shared cache; not in a running slot
         _prepare_workspace(runtime, request, deadline)
         scoring.create(request.evaluator.name, request.evaluator.config).prepare(runtime)
     except Exception as exc:  # the sample fails; the group goes on
@@ -98,6 +99,7 @@ def running_stage(pipeline: Pipeline, session_id: str, admit=None) -> str:
         context = HarnessContext(proxy_url=pipeline.settings.proxy_url(), api_key=session.api_key,
                                  model=request.agent.model or "default", session_id=session_id,
                                  task_id=session.task_id, workdir=runtime.workdir, home=runtime.home)
+        harness.setup(runtime, context)
         budget = max(0.0, (session.deadline_at or started + request.timeout_seconds) - started)
         if request.agent_timeout:
             budget = min(budget, request.agent_timeout)
