@@ -38,6 +38,7 @@ import json
 import platform
 import pstats
 import random
+from pathlib import Path
 import statistics
 import sys
 import time
@@ -45,6 +46,8 @@ import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from benchmarks.words import CODE_TOKENS, WORDS  # noqa: E402
 from polar_jobs.sim import tokenizer
 from polar_jobs.sim.completion import complete
 from polar_jobs.sim.policies import render_policy
@@ -62,25 +65,6 @@ GOAL_SECONDS = 1.0
 # ------------------------------------------------------------------------------------------------
 # deterministic text
 # ------------------------------------------------------------------------------------------------
-_WORDS = """
-the a an of to in for on with by from as at is are be when if then else not only each every any all
-file files path directory repository branch commit change changes test tests function class method
-module package import export value values string number integer boolean array object list map key
-keys field fields parameter parameters argument arguments option options command commands shell
-output input error errors warning result results return returns call calls tool tools user users
-agent task tasks session context prompt message messages request response server client stream
-timeout retry limit limits maximum minimum default defaults setting settings config configuration
-use used using run runs running write writes read reads edit edits create creates delete deletes
-update updates search searches find match matches pattern patterns line lines column offset range
-before after between within without must should may never always prefer avoid ensure verify check
-existing new current previous next first last whole part entire specific relevant exact absolute
-relative working project code source build install dependency dependencies parser tokenizer cache
-""".split()
-_CODE = """
-def class return import from self None True False if elif else for while try except finally with
-as yield lambda raise assert pass break continue len range dict list set tuple str int float bool
-open path os sys json re time logging config result value items keys append extend update get pop
-""".split()
 _DIRS = ("src/polar", "src/polar/store", "src/polar/trajectory", "tests/unit", "tests/integration", "docs")
 
 
@@ -89,9 +73,9 @@ def prose(rng: random.Random, words: int) -> str:
     out: list[str] = []
     count = 0
     while count < words:
-        sentence = [rng.choice(_WORDS) for _ in range(rng.randint(6, 16))]
+        sentence = [rng.choice(WORDS) for _ in range(rng.randint(6, 16))]
         if rng.random() < 0.2:
-            sentence.insert(rng.randrange(len(sentence)), f"`{rng.choice(_CODE)}_{rng.randint(1, 99)}`")
+            sentence.insert(rng.randrange(len(sentence)), f"`{rng.choice(CODE_TOKENS)}_{rng.randint(1, 99)}`")
         out.append(" ".join(sentence).capitalize() + rng.choice(".....:;"))
         count += len(sentence)
         if rng.random() < 0.1:
@@ -100,22 +84,22 @@ def prose(rng: random.Random, words: int) -> str:
 
 
 def source_path(rng: random.Random) -> str:
-    return f"{rng.choice(_DIRS)}/{rng.choice(_WORDS)}_{rng.choice(_WORDS)}.py"
+    return f"{rng.choice(_DIRS)}/{rng.choice(WORDS)}_{rng.choice(WORDS)}.py"
 
 
 def code(rng: random.Random, lines: int) -> str:
     out, indent = [], 0
     for _ in range(lines):
-        name = f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
+        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}"
         kind = rng.random()
         if kind < 0.15:
-            out.append(f"def {name}({rng.choice(_WORDS)}, {rng.choice(_WORDS)}={rng.randint(0, 99)}):")
+            out.append(f"def {name}({rng.choice(WORDS)}, {rng.choice(WORDS)}={rng.randint(0, 99)}):")
             indent = 1
         elif kind < 0.25:
-            out.append("    " * indent + f"if {name} is not None and len({rng.choice(_WORDS)}) > {rng.randint(1, 64)}:")
+            out.append("    " * indent + f"if {name} is not None and len({rng.choice(WORDS)}) > {rng.randint(1, 64)}:")
             indent = 2
         else:
-            out.append("    " * indent + f"{name} = {rng.choice(_CODE)}({rng.choice(_WORDS)}, {rng.randint(0, 999)})")
+            out.append("    " * indent + f"{name} = {rng.choice(CODE_TOKENS)}({rng.choice(WORDS)}, {rng.randint(0, 999)})")
     return "\n".join(out).strip()
 
 
@@ -179,13 +163,13 @@ def tool_call_policy(rng: random.Random, reasoning: bool, per_call: float) -> di
     if name == "run_shell":
         arguments = {"command": rng.choice([f"python -m pytest {path} -q -x",
                                             f"git diff --stat HEAD~{rng.randint(1, 5)}",
-                                            f"ruff check {path}", f"python -c 'import {rng.choice(_WORDS)}'"])}
+                                            f"ruff check {path}", f"python -c 'import {rng.choice(WORDS)}'"])}
     elif name == "read_file":
         arguments = {"path": path}
     elif name == "edit_file":
         arguments = {"path": path, "old_string": code(rng, rng.randint(1, lines)), "new_string": code(rng, rng.randint(1, lines))}
     elif name == "grep":
-        arguments = {"pattern": f"def {rng.choice(_WORDS)}_", "path": rng.choice(_DIRS)}
+        arguments = {"pattern": f"def {rng.choice(WORDS)}_", "path": rng.choice(_DIRS)}
     elif name == "write_file":
         arguments = {"path": path, "content": code(rng, rng.randint(lines, 3 * lines))}
     else:

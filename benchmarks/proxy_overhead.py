@@ -37,6 +37,8 @@ from typing import Any
 
 import requests
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from benchmarks.words import CODE_TOKENS, WORDS  # noqa: E402
 from polar_jobs.store import CaptureStore, SessionStore, make_engine
 
 SIM_MODEL = "polar-sim-qwen3"
@@ -47,31 +49,7 @@ CHECKPOINTS = (1, 5, 10, 20, 30, 40, 50)
 # ------------------------------------------------------------------------------------------------
 # deterministic text
 # ------------------------------------------------------------------------------------------------
-_WORDS = """
-the a an of to in for on with by from as at is are be when if then else not only each every any all
-file files path directory repository branch commit change changes test tests function class method
-module package import export value values string number integer boolean array object list map key
-keys field fields parameter parameters argument arguments option options command commands shell
-output input error errors warning result results return returns call calls tool tools user users
-agent task tasks session context prompt message messages request response server client stream
-timeout retry limit limits maximum minimum default defaults setting settings config configuration
-use used using run runs running write writes read reads edit edits create creates delete deletes
-update updates search searches find match matches pattern patterns line lines column offset range
-before after between within without must should may never always prefer avoid ensure verify check
-existing new current previous next first last whole part entire specific relevant exact absolute
-relative working worktree workspace project code source build install dependency dependencies
-background foreground process processes exit status code codes log logs debug trace notebook cell
-schedule cron job jobs wake report finding findings skill skills workflow worktree fetch web page
-url content contents summary summaries description descriptions instructions guidance important
-note notes example examples format formats markdown json yaml text plain unicode bytes characters
-""".split()
 
-_CODE_TOKENS = """
-def class return import from self None True False if elif else for while try except finally with
-as yield lambda async await raise assert pass break continue print len range dict list set tuple
-str int float bool open path os sys json re time logging config result value items keys append
-extend update get pop join split strip replace format startswith endswith isinstance
-""".split()
 
 
 def prose(rng: random.Random, chars: int) -> str:
@@ -79,9 +57,9 @@ def prose(rng: random.Random, chars: int) -> str:
     out: list[str] = []
     size = 0
     while size < chars:
-        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
+        words = [rng.choice(WORDS) for _ in range(rng.randint(6, 18))]
         if rng.random() < 0.15:
-            words.insert(rng.randrange(len(words)), f"`{rng.choice(_CODE_TOKENS)}_{rng.randint(1, 99)}`")
+            words.insert(rng.randrange(len(words)), f"`{rng.choice(CODE_TOKENS)}_{rng.randint(1, 99)}`")
         sentence = " ".join(words).capitalize() + rng.choice([".", ".", ".", ":", ";", "."])
         out.append(sentence)
         size += len(sentence) + 1
@@ -97,17 +75,17 @@ def code_lines(rng: random.Random, chars: int) -> str:
     indent = 0
     while size < chars:
         kind = rng.random()
-        name = f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
+        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}"
         if kind < 0.12:
-            line = f"def {name}({rng.choice(_WORDS)}, {rng.choice(_WORDS)}={rng.randint(0, 99)}):"
+            line = f"def {name}({rng.choice(WORDS)}, {rng.choice(WORDS)}={rng.randint(0, 99)}):"
             indent = 1
         elif kind < 0.2:
-            line = f"    if {name} is not None and len({rng.choice(_WORDS)}) > {rng.randint(1, 64)}:"
+            line = f"    if {name} is not None and len({rng.choice(WORDS)}) > {rng.randint(1, 64)}:"
             indent = 2
         elif kind < 0.3:
             line = f"# {prose(rng, rng.randint(30, 70))}"
         else:
-            line = "    " * indent + f"{name} = {rng.choice(_CODE_TOKENS)}({rng.choice(_WORDS)}, {rng.randint(0, 999)})"
+            line = "    " * indent + f"{name} = {rng.choice(CODE_TOKENS)}({rng.choice(WORDS)}, {rng.randint(0, 999)})"
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines)
@@ -133,12 +111,12 @@ def _property(rng: random.Random, depth: int = 0) -> dict[str, Any]:
                        [5, 2, 2, 1.5, 1.5, 1 if depth == 0 else 0])[0]
     description = prose(rng, rng.randint(60, 320))
     if kind == "enum":
-        return {"type": "string", "enum": [rng.choice(_WORDS) + f"_{i}" for i in range(rng.randint(2, 6))],
+        return {"type": "string", "enum": [rng.choice(WORDS) + f"_{i}" for i in range(rng.randint(2, 6))],
                 "description": description}
     if kind == "array":
         return {"type": "array", "items": {"type": "string"}, "description": description}
     if kind == "object":
-        props = {f"{rng.choice(_WORDS)}_{i}": _property(rng, depth + 1) for i in range(rng.randint(2, 4))}
+        props = {f"{rng.choice(WORDS)}_{i}": _property(rng, depth + 1) for i in range(rng.randint(2, 4))}
         return {"type": "object", "properties": props, "required": list(props)[:1], "additionalProperties": False,
                 "description": description}
     prop: dict[str, Any] = {"type": kind, "description": description}
@@ -153,7 +131,7 @@ def _schema(rng: random.Random, target_bytes: int, claude: bool) -> dict[str, An
     if claude:
         schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
     while len(json.dumps(schema)) < target_bytes:
-        name = f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
+        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}"
         props[name] = _property(rng)
         if rng.random() < 0.4:
             schema["required"].append(name)
@@ -520,9 +498,9 @@ def session_rules(marker: str, calls: int, rng: random.Random) -> list[dict[str,
     rules = []
     for index in range(calls):
         name = _SESSION_TOOLS[index % len(_SESSION_TOOLS)]
-        target = f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}_{index}.py"
+        target = f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}_{index}.py"
         arguments = {
-            "Bash": {"command": f"python -m pytest tests/test_{rng.choice(_WORDS)}.py -x -q",
+            "Bash": {"command": f"python -m pytest tests/test_{rng.choice(WORDS)}.py -x -q",
                      "description": prose(rng, 40)},
             "Read": {"file_path": f"/workspace/repo/{target}"},
             "Edit": {"file_path": f"/workspace/repo/{target}", "old_string": code_lines(rng, 120),
@@ -540,7 +518,7 @@ def tool_output(rng: random.Random, index: int) -> str:
     size = rng.randint(1024, 2048)
     kind = index % 4
     if kind == 0:
-        lines = [f"tests/test_{rng.choice(_WORDS)}.py::test_{rng.choice(_WORDS)}_{rng.choice(_WORDS)} "
+        lines = [f"tests/test_{rng.choice(WORDS)}.py::test_{rng.choice(WORDS)}_{rng.choice(WORDS)} "
                  f"{rng.choice(['PASSED', 'PASSED', 'PASSED', 'FAILED'])} [{rng.randint(1, 99):3d}%]"
                  for _ in range(size // 70 + 1)]
         return ("\n".join(lines))[:size] + f"\n{rng.randint(3, 40)} passed, {rng.randint(0, 3)} failed in " \
@@ -551,7 +529,7 @@ def tool_output(rng: random.Random, index: int) -> str:
         return (f"The file has been updated. Here's the result of running `cat -n` on a snippet:\n"
                 f"{code_lines(rng, size - 90)}")
     return "\n".join(f"-rw-r--r-- 1 agent agent {rng.randint(100, 99999):6d} Jun 14 {rng.randint(10, 23)}:"
-                     f"{rng.randint(10, 59)} {rng.choice(_WORDS)}_{rng.choice(_WORDS)}.py"
+                     f"{rng.randint(10, 59)} {rng.choice(WORDS)}_{rng.choice(WORDS)}.py"
                      for _ in range(size // 60 + 1))[:size]
 
 
@@ -579,7 +557,7 @@ def storage(env: Env, calls: int) -> dict[str, Any]:
     rng = random.Random(7)
     marker = f"bench-session-{uuid.uuid4().hex[:8]}"
     requests.post(f"{env.sim_url}/sim/rules", json=session_rules(marker, calls, rng), timeout=10).raise_for_status()
-    body = claude_code_request(f"Fix the failing tests in the `{rng.choice(_WORDS)}` package and keep the public "
+    body = claude_code_request(f"Fix the failing tests in the `{rng.choice(WORDS)}` package and keep the public "
                                f"API unchanged. ({marker})", seed=1)
     key = f"bench-storage-{uuid.uuid4().hex[:8]}"
     headers = _anthropic_headers(key)
