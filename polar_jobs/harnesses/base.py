@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from polar_jobs.harnesses import npm
+from polar_jobs.schemas import AgentSpec
 
 
 @dataclass(frozen=True)
@@ -27,3 +32,20 @@ def provider_env(context: HarnessContext) -> dict[str, str]:
         "GOOGLE_API_KEY": context.api_key, "GEMINI_API_KEY": context.api_key,
         "POLAR_MODEL": context.model, "SESSION_ID": context.session_id, "TASK_ID": context.task_id,
     }
+
+
+class NpmHarness:
+    """A preset whose CLI comes from the npm registry: a pinned version (``AgentSpec.version`` overrides
+    it), installed once per machine into the shared cache."""
+
+    name: ClassVar[str]
+    package: ClassVar[str]
+    binary: ClassVar[str]
+    default_version: ClassVar[str]
+
+    def __init__(self, spec: AgentSpec):
+        self.spec = spec
+        self.version = spec.version or self.default_version
+
+    def install(self) -> Path:
+        return npm.install(self.package, self.version, self.binary)

@@ -25,8 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 from polar_jobs.schemas import AgentSpec
 
 PACKAGE = "@anthropic-ai/claude-code"
@@ -37,15 +36,15 @@ DEFAULT_ALLOWED_TOOLS = ("Bash", "Edit", "Write", "Read", "Glob", "Grep", "Noteb
 _SETTINGS = {"allowed_tools", "max_turns", "max_output_tokens", "claude_settings", "mcp_servers"}
 
 
-class ClaudeCode:
+class ClaudeCode(NpmHarness):
     name = "claude_code"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
     def __init__(self, spec: AgentSpec):
         unknown = set(spec.settings) - _SETTINGS
         if unknown:
             raise ValueError(f"unknown claude_code settings {sorted(unknown)}; known: {sorted(_SETTINGS)}")
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
+        super().__init__(spec)
         tools = spec.settings.get("allowed_tools", DEFAULT_ALLOWED_TOOLS)
         if isinstance(tools, str) or not all(isinstance(tool, str) and tool for tool in tools):
             raise ValueError("claude_code settings.allowed_tools must be a list of tool names")
@@ -54,8 +53,6 @@ class ClaudeCode:
         if self.max_turns is not None and (not isinstance(self.max_turns, int) or self.max_turns < 1):
             raise ValueError("claude_code settings.max_turns must be a positive integer")
 
-    def install(self) -> Path:
-        return npm.install(PACKAGE, self.version, BINARY)
 
     def setup(self, runtime, context: HarnessContext) -> None:
         """``~/.claude.json`` (onboarding, key approval, workspace trust) and ``~/.claude/settings.json``."""

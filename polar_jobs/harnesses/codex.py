@@ -22,8 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 from polar_jobs.schemas import AgentSpec
 
 PACKAGE = "@openai/codex"
@@ -34,8 +33,9 @@ KEY_VARIABLE = "LOCAL_API_KEY"
 _SETTINGS = {"config"}
 
 
-class Codex:
+class Codex(NpmHarness):
     name = "codex"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
     def __init__(self, spec: AgentSpec):
         unknown = set(spec.settings) - _SETTINGS
@@ -43,11 +43,8 @@ class Codex:
             raise ValueError(f"unknown codex settings {sorted(unknown)}; known: {sorted(_SETTINGS)}")
         if not isinstance(spec.settings.get("config", {}), dict):
             raise ValueError("codex settings.config must be an object")
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
+        super().__init__(spec)
 
-    def install(self) -> Path:
-        return npm.install(PACKAGE, self.version, BINARY)
 
     @staticmethod
     def codex_home(context: HarnessContext) -> str:

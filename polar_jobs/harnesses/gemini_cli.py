@@ -16,25 +16,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
-from polar_jobs.schemas import AgentSpec
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 
 PACKAGE = "@google/gemini-cli"
 BINARY = "gemini"
 DEFAULT_VERSION = "0.61.0"
 
 
-class GeminiCli:
+class GeminiCli(NpmHarness):
     name = "gemini_cli"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
-    def __init__(self, spec: AgentSpec):
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
-
-    def install(self) -> Path:
-        """The CLI from the npm registry into the shared cache (once per machine and version)."""
-        return npm.install(PACKAGE, self.version, BINARY)
 
     def settings(self, context: HarnessContext) -> dict[str, Any]:
         """``~/.gemini/settings.json``: API-key auth, the model, no updates, statistics or telemetry;

@@ -25,9 +25,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
-from polar_jobs.schemas import AgentSpec
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 
 PACKAGE = "opencode-ai"
 BINARY = "opencode"
@@ -48,15 +46,10 @@ SWITCHES = {
 }
 
 
-class OpenCode:
+class OpenCode(NpmHarness):
     name = "opencode"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
-    def __init__(self, spec: AgentSpec):
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
-
-    def install(self) -> Path:
-        return npm.install(PACKAGE, self.version, BINARY)
 
     def config(self, context: HarnessContext) -> dict[str, Any]:
         """The content of ``opencode.json``."""

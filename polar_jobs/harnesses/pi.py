@@ -26,8 +26,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 from polar_jobs.schemas import AgentSpec
 
 PACKAGE = "@mariozechner/pi-coding-agent"
@@ -50,18 +49,16 @@ CHAT_COMPAT = {"supportsDeveloperRole": False, "supportsReasoningEffort": False,
 SWITCHES = {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
 
 
-class Pi:
+class Pi(NpmHarness):
     name = "pi"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
     def __init__(self, spec: AgentSpec):
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
+        super().__init__(spec)
         self.api = str(spec.settings.get("api", DEFAULT_API))
         if self.api not in APIS:
             raise ValueError(f"pi settings.api {self.api!r} is not one of {', '.join(APIS)}")
 
-    def install(self) -> Path:
-        return npm.install(PACKAGE, self.version, BINARY)
 
     def models(self, context: HarnessContext) -> dict[str, Any]:
         """The content of ``models.json``."""

@@ -10,29 +10,20 @@ four read-only tools): the trajectory labels that trace ``side``.
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
-from polar_jobs.harnesses import npm
-from polar_jobs.harnesses.base import HarnessContext, provider_env
+from polar_jobs.harnesses.base import NpmHarness, HarnessContext, provider_env
 from polar_jobs.harnesses.gemini_cli import deep_merge, write_json
-from polar_jobs.schemas import AgentSpec
 
 PACKAGE = "@qwen-code/qwen-code"
 BINARY = "qwen"
 DEFAULT_VERSION = "0.15.10"
 
 
-class QwenCode:
+class QwenCode(NpmHarness):
     name = "qwen_code"
+    package, binary, default_version = PACKAGE, BINARY, DEFAULT_VERSION
 
-    def __init__(self, spec: AgentSpec):
-        self.spec = spec
-        self.version = spec.version or DEFAULT_VERSION
-
-    def install(self) -> Path:
-        """The CLI from the npm registry into the shared cache (once per machine and version)."""
-        return npm.install(PACKAGE, self.version, BINARY)
 
     def settings(self, context: HarnessContext) -> dict[str, Any]:
         """``~/.qwen/settings.json``: OpenAI-compatible auth, the model, no telemetry, statistics or update
