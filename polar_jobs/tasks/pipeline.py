@@ -8,7 +8,7 @@ from functools import cached_property
 
 import redis
 
-from polar_jobs.runtimes import LocalRuntime
+from polar_jobs.runtimes import Runtime
 from polar_jobs.settings import Settings
 from polar_jobs.store import CaptureStore, make_engine
 from polar_jobs.store.jobs import JobStore
@@ -53,6 +53,18 @@ class Pipeline:
             return None
         return decode
 
-    def runtime(self, session_id: str) -> LocalRuntime:
-        """The session's runtime; the same object shape from any process (its state lives on disk)."""
-        return LocalRuntime(self.settings.sessions_dir(), session_id, keep_files=self.settings.keep_session_files)
+    def runtime(self, session_id: str) -> Runtime:
+        """The session's runtime, of the kind its task's ``RuntimeSpec`` names; the same object shape from
+        any process (its state lives on disk, or in a container found by name)."""
+        from polar_jobs.runtimes import make_runtime
+        from polar_jobs.schemas import RuntimeSpec
+
+        session = self.jobs.session(session_id)
+        spec = RuntimeSpec()
+        if session is not None and session.task_id:
+            try:
+                spec = self.jobs.request_of(session.task_id).runtime
+            except KeyError:
+                log.warning("session %s: its task %s is gone; using the local runtime", session_id, session.task_id)
+        return make_runtime(spec, self.settings.sessions_dir(), session_id,
+                            keep_files=self.settings.keep_session_files, proxy_url=self.settings.proxy_url())
