@@ -19,6 +19,8 @@ class RuntimeSpec(_Spec):
     cpus: float | None = Field(default=None, gt=0)
     memory: str | None = None  # docker syntax: "4g"
     network_mode: str | None = None
+    isolation: Literal["none", "bwrap"] = Field(
+        default="none", description="local runtime: run each command in a bubblewrap sandbox (needs bwrap)")
     env: dict[str, str] = Field(default_factory=dict)
     prepare: list[str] = Field(default_factory=list, description="shell commands run in the workspace at init")
     repo: str | None = Field(default=None, description="a git repository (path or URL) cloned into the workspace")

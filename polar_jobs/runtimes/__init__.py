@@ -23,7 +23,8 @@ def make_runtime(spec: "RuntimeSpec", root: Path, session_id: str, *, keep_files
     refused), else ``"none"``. Harness CLIs installed on the host (``polar_jobs.harnesses.npm``) are bind-mounted
     read-only at the same path, so the presets' commands work unchanged in a container."""
     if spec.kind == "local":
-        return LocalRuntime(root, session_id, keep_files=keep_files)
+        return LocalRuntime(root, session_id, keep_files=keep_files, isolation=spec.isolation,
+                            ro_binds=list(harness_binds()) if spec.isolation == "bwrap" else ())
     network = spec.network_mode or default_network(proxy_url)
     binds = harness_binds()
     if spec.kind == "docker":

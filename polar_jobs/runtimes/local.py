@@ -2,6 +2,13 @@
 
 Every command runs in its own process group (a new session), so a timeout or ``stop`` kills the
 command with all its children; nothing a session started outlives it.
+
+With ``isolation="bwrap"`` each command runs under bubblewrap: the system read-only, a private /tmp, and
+a PID namespace; only the session directory (workspace, HOME, TMPDIR) is writable. bwrap stays in our
+process group and its init (pid 1 of the namespace) dies with it (``--die-with-parent``), which takes
+down every process in the namespace, including those that ``setsid()`` or double-fork out of the group.
+The network namespace is shared (``--share-net``): harnesses must reach the proxy on the host's loopback,
+which a private namespace would cut off, so "only loopback" relies on the host reaching nothing else.
 """
 
 from __future__ import annotations
@@ -24,17 +31,20 @@ _OUTPUT_LIMIT = 8 * 1024 * 1024  # characters kept per stream; the log file gets
 
 class LocalRuntime:
     def __init__(self, root: Path, session_id: str, *, base_env: Mapping[str, str] | None = None,
-                 keep_files: bool = True):
+                 keep_files: bool = True, isolation: str = "none", ro_binds: Sequence[str] = ()):
         self.root = Path(root) / session_id
         self.workdir = str(self.root / "workspace")
         self.home = str(self.root / "home")
         self.keep_files = keep_files
+        self.isolation = isolation
+        self.ro_binds = list(ro_binds)  # host directories a bwrap sandbox sees read-only (the npm cache)
         self._base_env = dict(base_env) if base_env is not None else _minimal_env()
         self._groups: dict[int, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self._stopped = False
 
     def start(self) -> None:
+        self._check_isolation()
         for path in (self.workdir, self.home, str(self.root / "tmp")):
             Path(path).mkdir(parents=True, exist_ok=True)
 
@@ -49,10 +59,12 @@ class LocalRuntime:
         """Run to completion, or kill the process group at ``timeout`` or when ``should_stop()`` says so."""
         if self._stopped:
             raise RuntimeError_(f"runtime {self.root} is stopped")
+        self._check_isolation()
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+        cwd = cwd or self.workdir
         started = time.monotonic()
         try:
-            process = subprocess.Popen(argv, cwd=cwd or self.workdir, env=self.environment(env),
+            process = subprocess.Popen(self._wrap(argv, cwd), cwd=cwd, env=self.environment(env),
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        start_new_session=True, text=True, errors="replace")
         except OSError as exc:
@@ -85,6 +97,30 @@ class LocalRuntime:
             _append_log(log, argv, stdout, stderr, None if timed_out else process.returncode)
         return ExecResult(None if timed_out else process.returncode, stdout[-_OUTPUT_LIMIT:], stderr[-_OUTPUT_LIMIT:],
                           time.monotonic() - started, timed_out)
+
+    def _check_isolation(self) -> None:
+        if self.isolation not in ("none", "bwrap"):
+            raise RuntimeError_(f"unknown isolation {self.isolation!r} (none or bwrap)")
+        if self.isolation == "bwrap" and shutil.which("bwrap") is None:
+            raise RuntimeError_("runtime.isolation is 'bwrap' but bwrap is not installed "
+                                "(apt-get install bubblewrap)")
+
+    def _wrap(self, argv: list[str], cwd: str) -> list[str]:
+        """``argv`` as run: unchanged, or inside a bwrap sandbox (see the module docstring).
+
+        No ``--new-session``: the sandbox stays in our process group so ``killpg`` reaches it; stdin is
+        /dev/null and there is no terminal to inject into. No ``--as-pid-1``: bwrap's own init is pid 1,
+        and its death (at ``--die-with-parent``) is what kills everything left in the namespace.
+        ``--cap-drop ALL``: run as root, bwrap would otherwise keep the capabilities to remount / writable."""
+        if self.isolation != "bwrap":
+            return argv
+        root = str(self.root)
+        wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for path in self.ro_binds:
+            if os.path.isdir(path):
+                wrapped += ["--ro-bind", path, path]
+        return wrapped + ["--bind", root, root, "--unshare-pid", "--share-net", "--die-with-parent",
+                          "--cap-drop", "ALL", "--chdir", cwd, "--", *argv]
 
     def _remember_group(self, pgid: int) -> None:
         """Record the group on disk, so a later process (postrun, the sweeper) can still kill it."""
