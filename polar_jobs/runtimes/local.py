@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -116,7 +117,7 @@ class LocalRuntime:
             return argv
         root = str(self.root)
         wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self.ro_binds:
+        for path in [*self.ro_binds, *_hidden_by_private_tmp()]:
             if os.path.isdir(path):
                 wrapped += ["--ro-bind", path, path]
         return wrapped + ["--bind", root, root, "--unshare-pid", "--share-net", "--die-with-parent",
@@ -162,6 +163,13 @@ class LocalRuntime:
             _kill_group(group, process=process)
         if not self.keep_files:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _hidden_by_private_tmp() -> list[str]:
+    """This interpreter's environment and the project's source, when they live under /tmp (a CI clone):
+    the sandbox's private /tmp would otherwise hide the tools its commands run."""
+    candidates = {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[2])}
+    return sorted(path for path in candidates if path == "/tmp" or path.startswith("/tmp/"))
 
 
 def _kill_group(pgid: int, grace: float = _KILL_GRACE_S, process: subprocess.Popen | None = None) -> None:
