@@ -67,13 +67,18 @@ def _check(upstream: dict, conv: Conversation, served: str = "served-model") -> 
         assert upstream["max_tokens"] == conv.max_tokens
 
 
-@EXAMPLES
-@given(conv=conversations())
-def test_anthropic_normalization(conv: Conversation) -> None:
-    normalized = anthropic.to_chat(anthropic_request(conv), default_max_tokens=4096)
+def _upstream(normalized, conv: Conversation) -> dict:
+    """The request sent upstream, after the checks every provider shares."""
     assert normalized.stream == conv.stream
     upstream = finalize(normalized, "served-model", False)
     _check(upstream, conv)
+    return upstream
+
+
+@EXAMPLES
+@given(conv=conversations())
+def test_anthropic_normalization(conv: Conversation) -> None:
+    upstream = _upstream(anthropic.to_chat(anthropic_request(conv), default_max_tokens=4096), conv)
     if not conv.max_tokens:
         assert upstream["max_tokens"] == 4096
     assert ("tools" in upstream) == bool(conv.tools)
@@ -82,20 +87,14 @@ def test_anthropic_normalization(conv: Conversation) -> None:
 @EXAMPLES
 @given(conv=conversations())
 def test_chat_normalization(conv: Conversation) -> None:
-    normalized = openai_chat.to_chat(chat_request(conv), default_max_tokens=4096)
-    assert normalized.stream == conv.stream
-    upstream = finalize(normalized, "served-model", False)
-    _check(upstream, conv)
+    upstream = _upstream(openai_chat.to_chat(chat_request(conv), default_max_tokens=4096), conv)
     assert ("tools" in upstream) == bool(conv.tools)
 
 
 @EXAMPLES
 @given(conv=conversations())
 def test_responses_normalization(conv: Conversation) -> None:
-    normalized = responses.to_chat(responses_request(conv), default_max_tokens=4096)
-    assert normalized.stream == conv.stream
-    upstream = finalize(normalized, "served-model", False)
-    _check(upstream, conv)
+    upstream = _upstream(responses.to_chat(responses_request(conv), default_max_tokens=4096), conv)
     # the hosted web_search tool is always dropped; function tools survive
     assert [t["function"]["name"] for t in upstream.get("tools", [])] == conv.tools
 
@@ -103,11 +102,8 @@ def test_responses_normalization(conv: Conversation) -> None:
 @EXAMPLES
 @given(conv=conversations(mid_system=False))
 def test_gemini_normalization(conv: Conversation) -> None:
-    normalized = gemini.to_chat(gemini_request(conv), default_max_tokens=4096, path_model="gemini-x",
-                                path_stream=conv.stream)
-    assert normalized.stream == conv.stream
-    upstream = finalize(normalized, "served-model", False)
-    _check(upstream, conv)
+    upstream = _upstream(gemini.to_chat(gemini_request(conv), default_max_tokens=4096, path_model="gemini-x",
+                                      path_stream=conv.stream), conv)
     assert ("tools" in upstream) == bool(conv.tools)
 
 
